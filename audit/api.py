@@ -1,0 +1,3 @@
+"""Audit API (see docs/TEAM.md)."""
+
+urlpatterns: list = []

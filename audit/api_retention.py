@@ -1,0 +1,3 @@
+"""Retention and purge API (see docs/TEAM.md)."""
+
+urlpatterns: list = []

@@ -1,0 +1,126 @@
+"""Audit: hash-chained log, purge tombstones, retention policies and saved investigations."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from memoryhub.models import Artifact, Tenant, Workflow
+
+
+class AuditEntry(models.Model):
+    """One state-changing action. Hash-chained per tenant: entry_hash = H(prev_hash + canonical body).
+
+    Append-only (database triggers). ``data`` is redacted before it is written.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="audit_entries")
+    seq = models.PositiveBigIntegerField()
+    at = models.DateTimeField()
+    actor = models.CharField(max_length=200)
+    action = models.CharField(max_length=64)
+    object_type = models.CharField(max_length=64)
+    object_id = models.CharField(max_length=200)
+    data = models.JSONField(default=dict, blank=True)
+    prev_hash = models.CharField(max_length=71)
+    entry_hash = models.CharField(max_length=71)
+
+    class Meta:
+        ordering = ["tenant", "-seq"]
+        verbose_name_plural = "audit entries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "seq"],
+                name="%(app_label)s_%(class)s_unique_seq",
+                violation_error_message="Audit sequence numbers are unique per tenant.",
+            )
+        ]
+        indexes = [
+            # Audit page filters: a tenant's entries by action / object, newest first.
+            models.Index(fields=["tenant", "action", "-seq"], name="audit_entry_action"),
+            models.Index(fields=["tenant", "object_type", "object_id"], name="audit_entry_object"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}#{self.seq} {self.action}"
+
+
+class AuditChainHead(models.Model):
+    """The last seq/hash of a tenant's chain; its row lock serialises appends to the chain."""
+
+    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="audit_head", primary_key=True)
+    seq = models.PositiveBigIntegerField(default=0)
+    entry_hash = models.CharField(max_length=71, default="sha256:" + "0" * 64)
+
+
+class Purge(models.Model):
+    """Tombstone of a purge: what was removed, why, by whom, and which summaries it affected."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="purges")
+    workflow = models.ForeignKey(Workflow, null=True, blank=True, on_delete=models.PROTECT, related_name="purges")
+    purge_id = models.CharField(max_length=40, unique=True)
+    reason = models.TextField()
+    actor = models.CharField(max_length=200)
+    selector = models.JSONField(default=dict)  # {"seq_from", "seq_to"} | {"seqs": [...]} | {"subject": key} | retention
+    event_count = models.PositiveIntegerField(default=0)
+    seqs = models.JSONField(default=list, blank=True)
+    affected_summaries = models.JSONField(default=list, blank=True)
+    source = models.CharField(max_length=16, default="manual")  # manual | retention
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at"]
+
+    def __str__(self) -> str:
+        return self.purge_id
+
+
+class RecordClass(models.TextChoices):
+    RAW_EVENTS = "raw_events", "Raw events"
+    TOOL_IO = "tool_io", "Tool inputs/outputs"
+    SUMMARIES = "summaries", "Summaries"
+    TRACE_DETAIL = "trace_detail", "Consumer-trace detail"
+    PROVENANCE = "provenance", "Minimal provenance"
+
+
+class RetentionPolicy(models.Model):
+    """How long one class of records is kept for a tenant (null days = forever)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="retention_policies")
+    record_class = models.CharField(max_length=16, choices=RecordClass.choices)
+    days = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        verbose_name_plural = "retention policies"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "record_class"],
+                name="%(app_label)s_%(class)s_unique_class",
+                violation_error_message="One retention policy per tenant and record class.",
+            )
+        ]
+
+
+class Verdict(models.TextChoices):
+    SOURCE_EXTRACTION_FAILURE = "source_extraction_failure"
+    COMPACTION_OMISSION = "compaction_omission"
+    ASSEMBLY_FAILURE = "assembly_failure"
+    DOWNSTREAM_REASONING_FAILURE = "downstream_reasoning_failure"
+
+
+class Investigation(models.Model):
+    """A saved answer to "why did this artifact miss that fact?"."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="investigations")
+    artifact = models.ForeignKey(Artifact, on_delete=models.PROTECT, related_name="investigations")
+    fact = models.CharField(max_length=500)
+    is_regex = models.BooleanField(default=False)
+    verdict = models.CharField(max_length=32, choices=Verdict.choices)
+    evidence = models.JSONField(default=dict)
+    elapsed_ms = models.FloatField()
+    actor = models.CharField(max_length=200, blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at"]

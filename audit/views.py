@@ -1,0 +1,3 @@
+"""Audit pages (see docs/TEAM.md)."""
+
+urlpatterns: list = []

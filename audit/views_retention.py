@@ -1,0 +1,3 @@
+"""Retention pages (see docs/TEAM.md)."""
+
+urlpatterns: list = []

@@ -1,0 +1,81 @@
+"""Every API error is JSON ``{"error": code, "detail": text}`` with the right status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404, JsonResponse
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler
+
+from memoryhub.errors import DomainError
+from memoryhub.redaction import redact_text
+
+_CODES = {
+    exceptions.ParseError: "malformed_json",
+    exceptions.AuthenticationFailed: "unauthorized",
+    exceptions.NotAuthenticated: "unauthorized",
+    exceptions.PermissionDenied: "forbidden",
+    exceptions.NotFound: "not_found",
+    exceptions.MethodNotAllowed: "method_not_allowed",
+    exceptions.NotAcceptable: "not_acceptable",
+    exceptions.UnsupportedMediaType: "unsupported_media_type",
+    exceptions.Throttled: "rate_limited",
+    exceptions.ValidationError: "invalid",
+}
+
+
+def _first_message(detail: Any, path: str = "") -> str:
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            sub = f"{path}.{key}" if path else str(key)
+            if key == "non_field_errors":
+                sub = path
+            return _first_message(value, sub)
+    if isinstance(detail, list) and detail:
+        if all(not isinstance(d, dict | list) for d in detail):
+            text = " ".join(str(d) for d in detail)
+            return f"{path}: {text}" if path else text
+        for i, item in enumerate(detail):
+            if item:
+                return _first_message(item, f"{path}[{i}]")
+    return f"{path}: {detail}" if path else str(detail)
+
+
+def json_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, DomainError):
+        return Response(exc.as_dict(), status=exc.status)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(str(exc) or "Not found.")
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc) or None)
+    response = exception_handler(exc, context)
+    if response is None:
+        return None
+    code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), "error")
+    body: dict[str, Any] = {"error": code}
+    if isinstance(exc, exceptions.ValidationError):
+        body["detail"] = redact_text(_first_message(exc.detail))
+        body["fields"] = exc.detail
+    elif isinstance(exc, exceptions.ParseError):
+        body["detail"] = f"Malformed JSON body: {redact_text(str(exc.detail))}"
+    else:
+        body["detail"] = redact_text(str(getattr(exc, "detail", exc)))
+    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+        body["retry_after"] = int(exc.wait + 0.999)
+    response.data = body
+    return response
+
+
+def json_error(code: str, detail: str, status_code: int, **extra: Any) -> JsonResponse:
+    return JsonResponse({"error": code, "detail": detail, **extra}, status=status_code)
+
+
+def api_404(request, exception=None) -> JsonResponse:
+    return json_error("not_found", f"No API endpoint at {request.path}", status.HTTP_404_NOT_FOUND)
+
+
+def api_500(request) -> JsonResponse:
+    return json_error("server_error", "Internal server error; it has been logged.", 500)

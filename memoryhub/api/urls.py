@@ -1,0 +1,25 @@
+"""REST API v1 routes, collected from one module per feature area."""
+
+from importlib import import_module
+
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+FEATURE_MODULES = [
+    "memoryhub.api.workflows",  # workflows, events
+    "memoryhub.api.summaries",  # summary versions, lifecycle actions
+    "memoryhub.api.compactions",  # compaction jobs
+    "memoryhub.api.context",  # context assembly, consumer traces, artifacts
+    "memoryhub.api.alerts",  # alert rules, channels, alerts, metrics
+    "triggers.api",  # policies, trigger decisions, what-if
+    "audit.api",  # lineage, investigations, diff, replay, audit log
+    "audit.api_retention",  # retention, purge
+]
+
+urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+]
+v1_patterns: list = []
+for module_name in FEATURE_MODULES:
+    v1_patterns += import_module(module_name).urlpatterns

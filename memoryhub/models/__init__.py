@@ -1,0 +1,61 @@
+"""MemoryHub domain models (one module per aggregate)."""
+
+from .alerts import (
+    AlertEvaluation,
+    AlertEvent,
+    AlertRule,
+    AlertState,
+    Aggregation,
+    Channel,
+    ChannelKind,
+    Comparator,
+    Notification,
+)
+from .compaction import CompactionJob, JobStatus
+from .metrics import MetricSample
+from .summaries import (
+    SUMMARY_SCHEMA,
+    LifecycleAction,
+    LifecycleEvent,
+    LifecycleResult,
+    Summary,
+    SummaryStatus,
+    ValidationRecord,
+)
+from .tenancy import ApiKey, Membership, Role, Tenant, role_at_least
+from .traces import Artifact, ConsumerTrace, TraceFlag
+from .workflows import Event, EventKind, SideEffect, Workflow
+
+__all__ = [
+    "SUMMARY_SCHEMA",
+    "Aggregation",
+    "AlertEvaluation",
+    "AlertEvent",
+    "AlertRule",
+    "AlertState",
+    "ApiKey",
+    "Artifact",
+    "Channel",
+    "ChannelKind",
+    "CompactionJob",
+    "Comparator",
+    "ConsumerTrace",
+    "Event",
+    "EventKind",
+    "JobStatus",
+    "LifecycleAction",
+    "LifecycleEvent",
+    "LifecycleResult",
+    "Membership",
+    "MetricSample",
+    "Notification",
+    "Role",
+    "SideEffect",
+    "Summary",
+    "SummaryStatus",
+    "Tenant",
+    "TraceFlag",
+    "ValidationRecord",
+    "Workflow",
+    "role_at_least",
+]

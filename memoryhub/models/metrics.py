@@ -1,0 +1,38 @@
+"""Pre-aggregated metric rollups written by beat so charts never scan raw history."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from .tenancy import Tenant
+
+
+class MetricSample(models.Model):
+    """Value of one metric for a tenant (and optionally one workflow) in one time bucket."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="metric_samples")
+    workflow = models.ForeignKey("memoryhub.Workflow", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    metric = models.CharField(max_length=64)
+    bucket_start = models.DateTimeField()
+    value = models.FloatField()
+
+    class Meta:
+        ordering = ["bucket_start"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "workflow", "metric", "bucket_start"],
+                condition=models.Q(workflow__isnull=False),
+                name="%(app_label)s_%(class)s_unique_wf_bucket",
+                violation_error_message="One sample per workflow, metric and bucket.",
+            ),
+            models.UniqueConstraint(
+                fields=["tenant", "metric", "bucket_start"],
+                condition=models.Q(workflow__isnull=True),
+                name="%(app_label)s_%(class)s_unique_tenant_bucket",
+                violation_error_message="One tenant-wide sample per metric and bucket.",
+            ),
+        ]
+        indexes = [
+            # Overview charts: a tenant's series for one metric over a window.
+            models.Index(fields=["tenant", "metric", "bucket_start"], name="memoryhub_sample_series"),
+        ]

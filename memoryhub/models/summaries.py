@@ -1,0 +1,173 @@
+"""Summary versions, their validation records and their append-only lifecycle history."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from .tenancy import Tenant
+from .workflows import Workflow
+
+SUMMARY_SCHEMA = "memoryhub.summary/v1"
+
+
+class SummaryStatus(models.TextChoices):
+    CANDIDATE = "CANDIDATE"
+    VALIDATED = "VALIDATED"
+    ACTIVE = "ACTIVE"
+    SUPERSEDED = "SUPERSEDED"
+    REJECTED = "REJECTED"
+    QUARANTINED = "QUARANTINED"
+
+
+class Summary(models.Model):
+    """An immutable compacted view of events covers_from_seq..covers_to_seq (the watermark).
+
+    Content is stored as canonical JSON text; content_hash = "sha256:" + hex of its UTF-8 bytes.
+    Only ``status`` (and the purge marker) may change after insert; database triggers enforce it.
+    """
+
+    # 1. identity
+    summary_id = models.CharField(max_length=40, unique=True)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="summaries")
+    workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="summaries")
+    version = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    job = models.ForeignKey(
+        "memoryhub.CompactionJob", null=True, blank=True, on_delete=models.PROTECT, related_name="summaries"
+    )
+    created_by = models.CharField(max_length=200, blank=True)
+    # 2. source lineage
+    covers_from_seq = models.PositiveBigIntegerField()
+    covers_to_seq = models.PositiveBigIntegerField()
+    source_revision = models.PositiveBigIntegerField(help_text="Workflow head_seq when the candidate was written.")
+    source_refs = models.JSONField(default=list, blank=True)
+    excluded_categories = models.JSONField(default=list, blank=True)
+    # 3. compactor configuration
+    compactor_name = models.CharField(max_length=100)
+    compactor_version = models.CharField(max_length=50, blank=True)
+    model = models.CharField(max_length=100, blank=True)
+    prompt_template_version = models.CharField(max_length=50, blank=True)
+    algorithm_version = models.CharField(max_length=50, blank=True)
+    token_budget = models.PositiveIntegerField(null=True, blank=True)
+    tool_schema_version = models.CharField(max_length=50, blank=True)
+    # 5. content integrity
+    content_schema = models.CharField(max_length=50, default=SUMMARY_SCHEMA)
+    content = models.TextField(help_text="Canonical JSON (sorted keys, compact separators).")
+    content_hash = models.CharField(max_length=71)
+    storage_location = models.CharField(max_length=200, blank=True)
+    token_count = models.PositiveIntegerField()
+    # 6. lifecycle status (the only mutable column, besides the purge marker)
+    status = models.CharField(max_length=12, choices=SummaryStatus.choices, default=SummaryStatus.CANDIDATE)
+    status_changed_at = models.DateTimeField(auto_now_add=True)
+    # Set when a purge removed events this summary covers: it must be re-derived, never served.
+    purged_by = models.ForeignKey("audit.Purge", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        ordering = ["workflow", "-version"]
+        verbose_name_plural = "summaries"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow", "version"],
+                name="%(app_label)s_%(class)s_unique_version",
+                violation_error_message="Summary versions are unique per workflow.",
+            ),
+            models.UniqueConstraint(
+                fields=["workflow"],
+                condition=Q(status="ACTIVE"),
+                name="%(app_label)s_%(class)s_one_active",
+                violation_error_message="A workflow has at most one ACTIVE summary.",
+            ),
+            models.CheckConstraint(
+                condition=Q(covers_from_seq__gte=1) & Q(covers_to_seq__gte=models.F("covers_from_seq")),
+                name="%(app_label)s_%(class)s_coverage_range",
+                violation_error_message="Coverage must be a non-empty range starting at 1 or later.",
+            ),
+        ]
+        indexes = [
+            # Summary list per workflow filtered by status (workflow page, rollback target lookup).
+            models.Index(fields=["workflow", "status", "-version"], name="memoryhub_summary_wf_status"),
+            # Overview metrics: validation failures / new versions per tenant over a window.
+            models.Index(fields=["tenant", "status", "created_at"], name="memoryhub_summary_tenant_stat"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id}:S{self.version}"
+
+    @property
+    def label(self) -> str:
+        return f"S{self.version}"
+
+
+class ValidationRecord(models.Model):
+    """One validator run over a summary (append-only). A waiver appends a new record."""
+
+    summary = models.ForeignKey(Summary, on_delete=models.PROTECT, related_name="validations")
+    validator_version = models.CharField(max_length=50)
+    checks = models.JSONField(default=list)
+    mandatory_coverage = models.FloatField(default=1.0)
+    passed = models.BooleanField()
+    reasons = models.JSONField(default=list, blank=True)
+    waived_checks = models.JSONField(default=list, blank=True)
+    waived_by = models.CharField(max_length=200, blank=True)
+    actor = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["summary", "-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.summary} {self.validator_version} {'pass' if self.passed else 'fail'}"
+
+
+class LifecycleAction(models.TextChoices):
+    VALIDATE = "validate"
+    REJECT = "reject"
+    APPROVE = "approve"
+    ACTIVATE = "activate"
+    SUPERSEDE = "supersede"
+    QUARANTINE = "quarantine"
+    RELEASE = "release"
+    WAIVE = "waive"
+    ROLLBACK = "rollback"
+
+
+class LifecycleResult(models.TextChoices):
+    APPLIED = "applied"
+    STALE = "stale"
+    REFUSED = "refused"
+
+
+class LifecycleEvent(models.Model):
+    """Append-only history of every status change and every activation attempt, applied or not."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="lifecycle_events")
+    summary = models.ForeignKey(Summary, on_delete=models.PROTECT, related_name="lifecycle_events")
+    action = models.CharField(max_length=12, choices=LifecycleAction.choices)
+    from_status = models.CharField(max_length=12, blank=True)
+    to_status = models.CharField(max_length=12, blank=True)
+    result = models.CharField(max_length=8, choices=LifecycleResult.choices)
+    actor = models.CharField(max_length=200)
+    actor_kind = models.CharField(max_length=16, blank=True)  # user | api_key | worker | system
+    task_attempt_id = models.CharField(max_length=200, blank=True)
+    reason = models.TextField(blank=True)
+    expected_revision = models.PositiveBigIntegerField(null=True, blank=True)
+    observed_revision = models.PositiveBigIntegerField(null=True, blank=True)
+    prior_active_summary = models.ForeignKey(
+        Summary, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    source_revision_at_activation = models.PositiveBigIntegerField(null=True, blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [
+            # Activation history on the workflow page.
+            models.Index(fields=["workflow", "-at"], name="memoryhub_lc_wf_at"),
+            # Stale-activation metric and alert: tenant's stale attempts in a window.
+            models.Index(fields=["tenant", "result", "at"], name="memoryhub_lc_tenant_result"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.summary} {self.action} {self.result}"

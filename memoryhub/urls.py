@@ -1,0 +1,21 @@
+"""Root URLconf: REST API under /api/, dashboard pages at /, Prometheus at /metrics, admin."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+from memoryhub.api.urls import urlpatterns as api_meta
+from memoryhub.api.urls import v1_patterns
+from memoryhub.pages import urlpatterns as page_patterns
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(template_name="memoryhub/login.html"), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/", include((api_meta, "api"), namespace=None)),
+    path("api/v1/", include((v1_patterns, "v1"), namespace="v1")),
+    path("", include((page_patterns, "memoryhub"), namespace="memoryhub")),
+]
+
+handler404 = "memoryhub.pages.handler404"
+handler500 = "memoryhub.pages.handler500"

@@ -1,0 +1,3 @@
+"""alerts pages (see docs/TEAM.md)."""
+
+urlpatterns: list = []

