@@ -66,6 +66,11 @@ class TriggerDecision(models.Model):
     projected_tokens = models.PositiveBigIntegerField()
     safe_budget = models.PositiveBigIntegerField()
     target_tokens = models.PositiveBigIntegerField()
+    # projected_tokens > hard_limit is a projected-overflow incident (metrics filter on the columns).
+    hard_limit = models.PositiveBigIntegerField(default=0)
+    # Everything else the engine reported: over_by, headroom, fired, blocked_by, suppressed_by,
+    # cost_benefit, policy source — so the decision log shows the whole answer.
+    details = models.JSONField(default=dict, blank=True)
     head_seq = models.PositiveBigIntegerField(default=0)
     job = models.ForeignKey(CompactionJob, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     actor = models.CharField(max_length=200, blank=True)
