@@ -6,6 +6,7 @@ Production / CI: DATABASE_URL (PostgreSQL, psycopg 3) and CELERY_BROKER_URL (Red
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -112,7 +113,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# Plotly's JS is served from the installed package as /static/plotly/plotly.min.js (no CDN, no copy).
+PLOTLY_JS_DIR = Path(importlib.util.find_spec("plotly").origin).parent / "package_data"
+STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", PLOTLY_JS_DIR)]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
