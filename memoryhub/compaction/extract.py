@@ -1,0 +1,135 @@
+"""Deterministic building blocks shared by every compactor.
+
+Which events may be covered, how structured facts merge, which items stay open, and how free
+text is squeezed into a narrative line. LLM compactors reuse these so facts never depend on a
+model: the model only writes prose.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from memoryhub.compaction.base import InvalidCompactionInput
+from memoryhub.compaction.secret_scan import redact_secrets
+from memoryhub.compaction.tokens import count_tokens, truncate_to_tokens
+from memoryhub.compaction.types import PreviousSummary, SourceEvent
+
+OPEN_STATES = frozenset({"open", "pending"})
+OPEN_ITEM_KINDS = frozenset({"issue", "approval"})
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_WS = re.compile(r"\s+")
+
+
+def new_events(previous: PreviousSummary | None, events: Iterable[SourceEvent]) -> list[SourceEvent]:
+    """The events after ``previous``'s watermark, checked to be its gapless continuation."""
+    after = previous.covers_to_seq if previous else 0
+    fresh = sorted((e for e in events if e.seq > after), key=lambda e: e.seq)
+    if not fresh:
+        return []
+    expected = after + 1 if previous else fresh[0].seq
+    for event in fresh:
+        if event.seq != expected:
+            raise InvalidCompactionInput(
+                f"events must continue the coverage gaplessly: expected seq {expected}, got {event.seq}"
+            )
+        expected += 1
+    return fresh
+
+
+def coverable_prefix(events: list[SourceEvent]) -> list[SourceEvent]:
+    """The longest prefix of ``events`` that leaves no tool call without its result.
+
+    A ``tool_call`` is paired with the ``tool_result`` carrying the same ``tool_call_id`` (calls
+    without an id pair with the next id-less result). Coverage ends just before the earliest
+    call whose result is not in ``events``.
+    """
+    open_calls: dict[str, int] = {}  # tool_call_id -> index of the call
+    anonymous: list[int] = []  # indexes of id-less calls, oldest first
+    for index, event in enumerate(events):
+        if event.kind == "tool_call":
+            if event.tool_call_id:
+                open_calls.setdefault(event.tool_call_id, index)
+            else:
+                anonymous.append(index)
+        elif event.kind == "tool_result":
+            if event.tool_call_id:
+                open_calls.pop(event.tool_call_id, None)
+            elif anonymous:
+                anonymous.pop(0)
+    unresolved = list(open_calls.values()) + anonymous
+    return events[: min(unresolved)] if unresolved else list(events)
+
+
+def merge_facts(
+    previous_facts: Iterable[dict[str, Any]], events: Iterable[SourceEvent]
+) -> list[dict[str, Any]]:
+    """Previous summary facts updated by the events' facts.
+
+    One fact per key, in order of first appearance; the latest event's kind, text and state win
+    verbatim, and ``source_seqs`` accumulate every event that stated the key. Purged events
+    contribute nothing.
+    """
+    merged: dict[str, dict[str, Any]] = {}
+    for fact in previous_facts:
+        if fact.get("key"):
+            merged[fact["key"]] = {
+                "key": fact["key"],
+                "kind": fact.get("kind", ""),
+                "text": fact.get("text", ""),
+                "state": fact.get("state", "info"),
+                "source_seqs": sorted(set(fact.get("source_seqs", []))),
+            }
+    for event in events:
+        if event.purged:
+            continue
+        for fact in event.facts:
+            key = fact.get("key")
+            if not key:
+                continue
+            entry = merged.setdefault(key, {"key": key, "source_seqs": []})
+            entry["kind"] = fact.get("kind", entry.get("kind", ""))
+            entry["text"] = fact.get("text", entry.get("text", ""))
+            entry["state"] = fact.get("state") or "info"
+            if event.seq not in entry["source_seqs"]:
+                entry["source_seqs"].append(event.seq)
+    return list(merged.values())
+
+
+def open_items(facts: Iterable[dict[str, Any]]) -> list[dict[str, str]]:
+    """Unresolved issues and pending approvals, in fact order."""
+    return [
+        {"key": f["key"], "kind": f["kind"], "state": f["state"]}
+        for f in facts
+        if f.get("kind") in OPEN_ITEM_KINDS and f.get("state") in OPEN_STATES
+    ]
+
+
+def collect_refs(previous: PreviousSummary | None, events: Iterable[SourceEvent]) -> list[str]:
+    """Every source reference, previous ones first, without duplicates."""
+    refs: dict[str, None] = {}
+    if previous:
+        refs.update(dict.fromkeys(previous.source_refs))
+    for event in events:
+        if not event.purged:
+            refs.update(dict.fromkeys(event.refs))
+    return list(refs)
+
+
+def first_sentence(text: str, max_tokens: int, encoding: str) -> str:
+    """The first sentence of ``text``, whitespace-collapsed, secrets redacted, token-capped."""
+    flat = _WS.sub(" ", text).strip()
+    if not flat:
+        return ""
+    sentence = _SENTENCE_END.split(flat, maxsplit=1)[0]
+    sentence = redact_secrets(sentence)
+    short = truncate_to_tokens(sentence, max_tokens, encoding)
+    return short if short == sentence else short.rstrip() + "…"
+
+
+def json_string_tokens(text: str, encoding: str) -> int:
+    """Tokens ``text`` costs once embedded in a JSON string (escapes included)."""
+    return count_tokens(json.dumps(text, ensure_ascii=False)[1:-1], encoding)

@@ -1,0 +1,186 @@
+"""``extractive-v1``: the built-in deterministic compactor (no model, same input → same bytes)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from memoryhub.compaction.base import Compactor, NothingToCompact, register
+from memoryhub.compaction.extract import (
+    collect_refs,
+    coverable_prefix,
+    first_sentence,
+    json_string_tokens,
+    merge_facts,
+    new_events,
+    open_items,
+)
+from memoryhub.compaction.tokens import DEFAULT_ENCODING, count_json_tokens, count_tokens
+from memoryhub.compaction.types import (
+    SUMMARY_SCHEMA,
+    CompactionResult,
+    PreviousSummary,
+    SourceEvent,
+)
+
+# "#12 test-generator/tool_call: text" — agent and kind let later runs keep one line per agent.
+_LINE = re.compile(r"^#(?P<seq>\d+) (?P<agent>[^/\s]*)/(?P<kind>[a-z_]+): ")
+_OMITTED = re.compile(r"^\[(?P<n>\d+) earlier narrative entr(?:y|ies) omitted\]$")
+
+
+@dataclass
+class _Line:
+    text: str
+    agent: str | None  # None for lines we cannot attribute (e.g. prose from an LLM summary)
+    order: int  # position in time: higher is newer
+    cost: int  # tokens inside the JSON string, plus the joining newline
+
+
+def _omitted_marker(count: int) -> str:
+    return f"[{count} earlier narrative entr{'y' if count == 1 else 'ies'} omitted]"
+
+
+@register
+class ExtractiveCompactor(Compactor):
+    """Keeps every structured fact verbatim; free text becomes one first sentence per event.
+
+    Builds on the previous summary (its facts and narrative come first). When the content would
+    exceed ``token_budget`` the oldest narrative lines go first, but each agent keeps its newest
+    line as long as that fits. Facts are never dropped: if they alone exceed the budget the
+    candidate is still produced and the validator's token-budget check rejects it.
+    """
+
+    name = "extractive-v1"
+    version = "1.0.0"
+    algorithm_version = "extractive/first-sentence-recency-1"
+    prompt_template_version = None
+
+    def __init__(
+        self,
+        token_budget: int | None = 2000,
+        encoding: str = DEFAULT_ENCODING,
+        line_tokens: int = 48,
+        model: str = "none",
+    ) -> None:
+        self.token_budget = token_budget
+        self.encoding = encoding
+        self.line_tokens = line_tokens
+        self.model = model
+
+    def compact(self, previous: PreviousSummary | None, events: list[SourceEvent]) -> CompactionResult:
+        covered = coverable_prefix(new_events(previous, events))
+        if not covered:
+            raise NothingToCompact(
+                "no event can be covered: none after the watermark, or the next one is a tool "
+                "call whose result has not arrived"
+            )
+        prev_content: dict[str, Any] = previous.content if previous else {}
+        facts = merge_facts(prev_content.get("facts", []), covered)
+        content: dict[str, Any] = {
+            "schema": SUMMARY_SCHEMA,
+            "narrative": "",
+            "facts": facts,
+            "open_items": open_items(facts),
+        }
+        carried, omitted = self._previous_lines(prev_content.get("narrative", ""))
+        content["narrative"] = self._fit(content, carried + self._event_lines(covered), omitted)
+        token_count = count_json_tokens(content, self.encoding)
+        tokens_in = sum(e.token_count or count_tokens(e.content, self.encoding) for e in covered)
+        if previous:
+            tokens_in += previous.token_count or count_json_tokens(previous.content, self.encoding)
+        return CompactionResult(
+            content=content,
+            covers_from_seq=previous.covers_from_seq if previous else covered[0].seq,
+            covers_to_seq=covered[-1].seq,
+            source_refs=collect_refs(previous, covered),
+            model=self.model,
+            tokens_in=tokens_in,
+            tokens_out=token_count,
+            token_count=token_count,
+            excluded_categories=["purged_content"] if any(e.purged for e in covered) else [],
+        )
+
+    # -- narrative -------------------------------------------------------------------------
+
+    def _line(self, text: str, agent: str | None, order: int) -> _Line:
+        return _Line(text, agent, order, json_string_tokens(text, self.encoding) + 1)
+
+    def _previous_lines(self, narrative: str) -> tuple[list[_Line], int]:
+        """The previous narrative's lines and how many entries it had already omitted."""
+        omitted = 0
+        lines = []
+        for raw in narrative.splitlines():
+            raw = raw.strip()
+            if not raw:
+                continue
+            marker = _OMITTED.match(raw)
+            if marker:
+                omitted += int(marker["n"])
+                continue
+            match = _LINE.match(raw)
+            lines.append(self._line(raw, match["agent"] if match else None, 0))
+        return lines, omitted
+
+    def _event_lines(self, events: list[SourceEvent]) -> list[_Line]:
+        lines = []
+        for event in events:
+            if event.purged:
+                continue
+            sentence = first_sentence(event.content, self.line_tokens, self.encoding)
+            if not sentence:
+                continue
+            who = (event.agent or event.role or "").replace("/", "-").replace(" ", "-")
+            text = f"#{event.seq} {who}/{event.kind}: {sentence}"
+            lines.append(self._line(text, who, 0))
+        return lines
+
+    def _fit(self, content: dict[str, Any], lines: list[_Line], carried_omitted: int) -> str:
+        """The narrative: as many of ``lines`` (oldest first) as fit beside the facts."""
+        for order, line in enumerate(lines):
+            line.order = order  # previous narrative first, so its lines count as oldest
+        if self.token_budget is None:
+            return self._render(lines, carried_omitted)
+        available = self.token_budget - count_json_tokens(content, self.encoding)
+        available -= json_string_tokens(_omitted_marker(len(lines) + 999), self.encoding) + 1
+
+        # Keep-priority: each agent's newest line, then everything else newest first.
+        newest_per_agent: dict[str, _Line] = {}
+        for line in lines:
+            if line.agent is not None:
+                newest_per_agent[line.agent] = line
+        kept: set[int] = set()
+        used = 0
+        for line in sorted(newest_per_agent.values(), key=lambda ln: -ln.order):
+            if used + line.cost <= available:
+                kept.add(line.order)
+                used += line.cost
+        for line in sorted(lines, key=lambda ln: -ln.order):
+            if line.order in kept:
+                continue
+            if used + line.cost > available:
+                break  # older free text goes first; stop at the first line that does not fit
+            kept.add(line.order)
+            used += line.cost
+
+        chosen = [ln for ln in lines if ln.order in kept]
+        omitted = carried_omitted + len(lines) - len(chosen)
+        narrative = self._render(chosen, omitted)
+        # Per-line counts are an estimate (tokens merge across boundaries): confirm exactly.
+        while chosen and self._over_budget(content, narrative):
+            chosen.remove(min(chosen, key=lambda ln: ln.order))
+            omitted += 1
+            narrative = self._render(chosen, omitted)
+        return narrative
+
+    def _over_budget(self, content: dict[str, Any], narrative: str) -> bool:
+        assert self.token_budget is not None
+        trial = dict(content, narrative=narrative)
+        return count_json_tokens(trial, self.encoding) > self.token_budget
+
+    @staticmethod
+    def _render(lines: list[_Line], omitted: int) -> str:
+        texts = [ln.text for ln in lines]
+        if omitted:
+            texts.insert(0, _omitted_marker(omitted))
+        return "\n".join(texts)

