@@ -40,7 +40,9 @@ class Summary(models.Model):
     # 2. source lineage
     covers_from_seq = models.PositiveBigIntegerField()
     covers_to_seq = models.PositiveBigIntegerField()
-    source_revision = models.PositiveBigIntegerField(help_text="Workflow head_seq when the candidate was written.")
+    source_revision = models.PositiveBigIntegerField(
+        help_text="Workflow head_seq when the candidate was written."
+    )
     source_refs = models.JSONField(default=list, blank=True)
     excluded_categories = models.JSONField(default=list, blank=True)
     # 3. compactor configuration
@@ -61,7 +63,9 @@ class Summary(models.Model):
     status = models.CharField(max_length=12, choices=SummaryStatus.choices, default=SummaryStatus.CANDIDATE)
     status_changed_at = models.DateTimeField(auto_now_add=True)
     # Set when a purge removed events this summary covers: it must be re-derived, never served.
-    purged_by = models.ForeignKey("audit.Purge", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    purged_by = models.ForeignKey(
+        "audit.Purge", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
 
     class Meta:
         ordering = ["workflow", "-version"]
@@ -115,6 +119,10 @@ class ValidationRecord(models.Model):
 
     class Meta:
         ordering = ["summary", "-created_at", "-id"]
+        indexes = [
+            # Metrics/alerts: validation failures and failure rate in a time window.
+            models.Index(fields=["created_at"], name="memoryhub_vr_created"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.summary} {self.validator_version} {'pass' if self.passed else 'fail'}"
