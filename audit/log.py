@@ -54,7 +54,9 @@ def record(
 ) -> AuditEntry:
     """Append one entry to the tenant's chain (redacting ``data``). Call inside transaction.atomic."""
     if not transaction.get_connection().in_atomic_block:
-        raise RuntimeError("audit.log.record() must be called inside the transaction of the change it records")
+        raise RuntimeError(
+            "audit.log.record() must be called inside the transaction of the change it records"
+        )
     head, _ = AuditChainHead.objects.select_for_update().get_or_create(
         tenant=tenant, defaults={"seq": 0, "entry_hash": GENESIS_HASH}
     )

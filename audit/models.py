@@ -47,20 +47,29 @@ class AuditEntry(models.Model):
 class AuditChainHead(models.Model):
     """The last seq/hash of a tenant's chain; its row lock serialises appends to the chain."""
 
-    tenant = models.OneToOneField(Tenant, on_delete=models.CASCADE, related_name="audit_head", primary_key=True)
+    tenant = models.OneToOneField(
+        Tenant, on_delete=models.CASCADE, related_name="audit_head", primary_key=True
+    )
     seq = models.PositiveBigIntegerField(default=0)
     entry_hash = models.CharField(max_length=71, default="sha256:" + "0" * 64)
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}@{self.seq}"
 
 
 class Purge(models.Model):
     """Tombstone of a purge: what was removed, why, by whom, and which summaries it affected."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="purges")
-    workflow = models.ForeignKey(Workflow, null=True, blank=True, on_delete=models.PROTECT, related_name="purges")
+    workflow = models.ForeignKey(
+        Workflow, null=True, blank=True, on_delete=models.PROTECT, related_name="purges"
+    )
     purge_id = models.CharField(max_length=40, unique=True)
     reason = models.TextField()
     actor = models.CharField(max_length=200)
-    selector = models.JSONField(default=dict)  # {"seq_from", "seq_to"} | {"seqs": [...]} | {"subject": key} | retention
+    selector = models.JSONField(
+        default=dict
+    )  # {"seq_from", "seq_to"} | {"seqs": [...]} | {"subject": key} | retention
     event_count = models.PositiveIntegerField(default=0)
     seqs = models.JSONField(default=list, blank=True)
     affected_summaries = models.JSONField(default=list, blank=True)
@@ -101,6 +110,9 @@ class RetentionPolicy(models.Model):
             )
         ]
 
+    def __str__(self) -> str:
+        return f"{self.tenant_id} {self.record_class}: {self.days or 'forever'}"
+
 
 class Verdict(models.TextChoices):
     SOURCE_EXTRACTION_FAILURE = "source_extraction_failure"
@@ -124,3 +136,6 @@ class Investigation(models.Model):
 
     class Meta:
         ordering = ["-at"]
+
+    def __str__(self) -> str:
+        return f"{self.artifact_id} {self.fact!r}: {self.verdict}"

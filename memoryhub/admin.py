@@ -52,12 +52,29 @@ class EventAdmin(ReadOnlyAdmin):
 
 @admin.register(m.Summary)
 class SummaryAdmin(ReadOnlyAdmin):
-    list_display = ["summary_id", "workflow", "version", "status", "covers_from_seq", "covers_to_seq", "compactor_name"]
+    list_display = [
+        "summary_id",
+        "workflow",
+        "version",
+        "status",
+        "covers_from_seq",
+        "covers_to_seq",
+        "compactor_name",
+    ]
     list_filter = ["status"]
 
 
-for model in (m.ValidationRecord, m.LifecycleEvent, m.ConsumerTrace, m.Artifact, m.CompactionJob,
-              m.AlertEvaluation, m.AlertEvent, m.Notification, m.MetricSample):
+for model in (
+    m.ValidationRecord,
+    m.LifecycleEvent,
+    m.ConsumerTrace,
+    m.Artifact,
+    m.CompactionJob,
+    m.AlertEvaluation,
+    m.AlertEvent,
+    m.Notification,
+    m.MetricSample,
+):
     admin.site.register(model, ReadOnlyAdmin)
 
 for model in (m.AlertRule, m.Channel):

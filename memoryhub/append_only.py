@@ -15,13 +15,43 @@ from __future__ import annotations
 
 BYPASS_TABLE = "memoryhub_append_only_bypass"
 
-EVENT_IMMUTABLE = ["id", "workflow_id", "seq", "client_event_id", "kind", "content_hash", "token_count",
-                   "cum_tokens", "created_at"]
-SUMMARY_IMMUTABLE = ["id", "summary_id", "tenant_id", "workflow_id", "version", "created_at", "job_id",
-                     "created_by", "covers_from_seq", "covers_to_seq", "source_revision", "source_refs",
-                     "excluded_categories", "compactor_name", "compactor_version", "model",
-                     "prompt_template_version", "algorithm_version", "token_budget", "tool_schema_version",
-                     "content_schema", "content_hash", "storage_location", "token_count"]
+EVENT_IMMUTABLE = [
+    "id",
+    "workflow_id",
+    "seq",
+    "client_event_id",
+    "kind",
+    "content_hash",
+    "token_count",
+    "cum_tokens",
+    "created_at",
+]
+SUMMARY_IMMUTABLE = [
+    "id",
+    "summary_id",
+    "tenant_id",
+    "workflow_id",
+    "version",
+    "created_at",
+    "job_id",
+    "created_by",
+    "covers_from_seq",
+    "covers_to_seq",
+    "source_revision",
+    "source_refs",
+    "excluded_categories",
+    "compactor_name",
+    "compactor_version",
+    "model",
+    "prompt_template_version",
+    "algorithm_version",
+    "token_budget",
+    "tool_schema_version",
+    "content_schema",
+    "content_hash",
+    "storage_location",
+    "token_count",
+]
 
 # table -> condition (in terms of OLD/NEW) under which an UPDATE is allowed; None = never.
 UPDATE_RULES: dict[str, str | None] = {
@@ -76,10 +106,15 @@ def drop_sql(vendor: str, rules: dict[str, str | None]) -> list[str]:
     statements: list[str] = []
     for table in rules:
         if vendor == "postgresql":
-            statements += [f"DROP TRIGGER IF EXISTS {table}_append_only ON {table};",
-                           f"DROP FUNCTION IF EXISTS {table}_append_only();"]
+            statements += [
+                f"DROP TRIGGER IF EXISTS {table}_append_only ON {table};",
+                f"DROP FUNCTION IF EXISTS {table}_append_only();",
+            ]
         elif vendor == "sqlite":
-            statements += [f"DROP TRIGGER IF EXISTS {table}_no_update", f"DROP TRIGGER IF EXISTS {table}_no_delete"]
+            statements += [
+                f"DROP TRIGGER IF EXISTS {table}_no_update",
+                f"DROP TRIGGER IF EXISTS {table}_no_delete",
+            ]
     return statements
 
 

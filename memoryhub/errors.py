@@ -12,7 +12,9 @@ class DomainError(Exception):
     status = 400
     code = "invalid"
 
-    def __init__(self, detail: str, *, code: str | None = None, status: int | None = None, **extra: Any) -> None:
+    def __init__(
+        self, detail: str, *, code: str | None = None, status: int | None = None, **extra: Any
+    ) -> None:
         super().__init__(detail)
         self.detail = detail
         if code:

@@ -21,7 +21,17 @@ from memoryhub.models import Event, EventKind, SideEffect, Workflow
 from memoryhub.tokens import count_many
 from memoryhub.workflows import workflow_encoding
 
-EVENT_FIELDS = {"kind", "content", "agent", "role", "client_event_id", "tool_call_id", "facts", "refs", "side_effect"}
+EVENT_FIELDS = {
+    "kind",
+    "content",
+    "agent",
+    "role",
+    "client_event_id",
+    "tool_call_id",
+    "facts",
+    "refs",
+    "side_effect",
+}
 KINDS = set(EventKind.values)
 SIDE_EFFECTS = set(SideEffect.values)
 
@@ -149,9 +159,13 @@ def parse_batch(payload: Any) -> tuple[list[EventIn], int | None]:
         raise InvalidInput("'events' must not be empty", code="empty_batch")
     limit = settings.MEMORYHUB_MAX_BATCH_EVENTS
     if len(raw_events) > limit:
-        raise PayloadTooLarge(f"batch of {len(raw_events)} events is over the maximum of {limit}", code="batch_too_large")
+        raise PayloadTooLarge(
+            f"batch of {len(raw_events)} events is over the maximum of {limit}", code="batch_too_large"
+        )
     expected_head = payload.get("expected_head")
-    if expected_head is not None and (isinstance(expected_head, bool) or not isinstance(expected_head, int) or expected_head < 0):
+    if expected_head is not None and (
+        isinstance(expected_head, bool) or not isinstance(expected_head, int) or expected_head < 0
+    ):
         raise InvalidInput("'expected_head' must be a non-negative integer", code="invalid_expected_head")
     events = [parse_event(raw, i) for i, raw in enumerate(raw_events)]
     seen: set[str] = set()
@@ -172,7 +186,9 @@ def _same_event(existing: Event, new: EventIn) -> bool:
     ) or (existing.purged_at is not None and existing.kind == new.kind)
 
 
-def append_events(workflow: Workflow, events: list[EventIn], *, expected_head: int | None = None) -> AppendResult:
+def append_events(
+    workflow: Workflow, events: list[EventIn], *, expected_head: int | None = None
+) -> AppendResult:
     """Append a batch atomically with gapless server-assigned seqs.
 
     Re-sending events whose client_event_id is already stored returns their original seqs and writes
@@ -190,7 +206,9 @@ def append_events(workflow: Workflow, events: list[EventIn], *, expected_head: i
         wf = Workflow.objects.select_for_update().get(pk=workflow.pk)
         existing: dict[str, Event] = {}
         if ids:
-            existing = {e.client_event_id: e for e in Event.objects.filter(workflow=wf, client_event_id__in=ids)}
+            existing = {
+                e.client_event_id: e for e in Event.objects.filter(workflow=wf, client_event_id__in=ids)
+            }
         for i, event in enumerate(events):
             prior = existing.get(event.client_event_id or "")
             if prior is not None and not _same_event(prior, event):

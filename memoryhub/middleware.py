@@ -22,7 +22,9 @@ class ApiBodyLimitMiddleware:
             limit = settings.MEMORYHUB_MAX_BODY_BYTES
             if length > limit:
                 return json_error(
-                    "payload_too_large", f"request body of {length} bytes is over the limit of {limit} bytes", 413
+                    "payload_too_large",
+                    f"request body of {length} bytes is over the limit of {limit} bytes",
+                    413,
                 )
         return self.get_response(request)
 

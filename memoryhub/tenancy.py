@@ -36,13 +36,17 @@ def create_tenant(slug: str, name: str = "", actor: Actor | None = None) -> Tena
     from memoryhub.alerts_defaults import install_default_rules
 
     tenant = Tenant.objects.create(slug=slug, name=name or slug)
-    record(tenant, actor or Actor.system("setup"), "tenant.create", tenant, {"slug": slug, "name": tenant.name})
+    record(
+        tenant, actor or Actor.system("setup"), "tenant.create", tenant, {"slug": slug, "name": tenant.name}
+    )
     install_default_rules(tenant)
     return tenant
 
 
 @transaction.atomic
-def issue_api_key(tenant: Tenant, name: str, role: str = Role.ADMIN, created_by=None, actor: Actor | None = None) -> IssuedKey:
+def issue_api_key(
+    tenant: Tenant, name: str, role: str = Role.ADMIN, created_by=None, actor: Actor | None = None
+) -> IssuedKey:
     from audit.log import record
 
     prefix = secrets.token_hex(4)
@@ -51,9 +55,20 @@ def issue_api_key(tenant: Tenant, name: str, role: str = Role.ADMIN, created_by=
     secret_part = secrets.token_urlsafe(32).replace("-", "x").replace("_", "y")
     token = f"{KEY_PREFIX}{prefix}_{secret_part}"
     key = ApiKey.objects.create(
-        tenant=tenant, name=name, prefix=prefix, secret_hash=_hash_secret(token), role=role, created_by=created_by
+        tenant=tenant,
+        name=name,
+        prefix=prefix,
+        secret_hash=_hash_secret(token),
+        role=role,
+        created_by=created_by,
     )
-    record(tenant, actor or Actor.system("setup"), "api_key.issue", key, {"name": name, "prefix": prefix, "role": role})
+    record(
+        tenant,
+        actor or Actor.system("setup"),
+        "api_key.issue",
+        key,
+        {"name": name, "prefix": prefix, "role": role},
+    )
     return IssuedKey(key=key, secret=token)
 
 
@@ -89,7 +104,9 @@ def verify_api_key(token: str) -> ApiKey | None:
 
 
 @transaction.atomic
-def add_member(tenant: Tenant, username: str, role: str, password: str | None = None, actor: Actor | None = None):
+def add_member(
+    tenant: Tenant, username: str, role: str, password: str | None = None, actor: Actor | None = None
+):
     from audit.log import record
 
     user_model = get_user_model()
@@ -101,7 +118,9 @@ def add_member(tenant: Tenant, username: str, role: str, password: str | None = 
         user.set_unusable_password()
         user.save()
     membership, _ = Membership.objects.update_or_create(user=user, tenant=tenant, defaults={"role": role})
-    record(tenant, actor or Actor.system("setup"), "member.set", membership, {"username": username, "role": role})
+    record(
+        tenant, actor or Actor.system("setup"), "member.set", membership, {"username": username, "role": role}
+    )
     return membership
 
 

@@ -12,7 +12,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(template_name="memoryhub/login.html"), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("api/", include((api_meta, "api"), namespace=None)),
+    path("api/", include(api_meta)),
     path("api/v1/", include((v1_patterns, "v1"), namespace="v1")),
     path("", include((page_patterns, "memoryhub"), namespace="memoryhub")),
 ]

@@ -52,7 +52,13 @@ def create_workflow(
                 model=model,
                 encoding=encoding or (encoding_for_model(model) if model else ""),
             )
-            record(tenant, actor, "workflow.create", workflow, {"external_id": external_id, "name": workflow.name})
+            record(
+                tenant,
+                actor,
+                "workflow.create",
+                workflow,
+                {"external_id": external_id, "name": workflow.name},
+            )
     except IntegrityError:  # a concurrent create won the race: same answer as a repeat call
         return Workflow.objects.get(tenant=tenant, external_id=external_id), False
     return workflow, True

@@ -18,8 +18,13 @@ def make_workflow(tenant, external_id: str = "wf-1", **kwargs: Any) -> Workflow:
 
 
 def event(i: int, **overrides: Any) -> dict[str, Any]:
-    body = {"kind": "message", "content": f"message number {i} about POST /payments", "agent": "requirements-agent",
-            "role": "assistant", "client_event_id": f"ev-{i}"}
+    body = {
+        "kind": "message",
+        "content": f"message number {i} about POST /payments",
+        "agent": "requirements-agent",
+        "role": "assistant",
+        "client_event_id": f"ev-{i}",
+    }
     body.update(overrides)
     return body
 

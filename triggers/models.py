@@ -45,10 +45,17 @@ class ContextPolicy(models.Model):
             )
         ]
 
+    def __str__(self) -> str:
+        return f"policy {self.workflow_id or 'tenant default'} ({self.tenant_id})"
+
     @property
     def safe_budget(self) -> int:
         return (
-            self.context_window - self.reserve_system - self.reserve_retrieval - self.reserve_output - self.safety_margin
+            self.context_window
+            - self.reserve_system
+            - self.reserve_retrieval
+            - self.reserve_output
+            - self.safety_margin
         )
 
 
@@ -84,3 +91,6 @@ class TriggerDecision(models.Model):
             # Metrics: overflow incidents / fallback retrievals per tenant in a window.
             models.Index(fields=["tenant", "action", "at"], name="triggers_decision_action"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id} {self.action} ({self.strategy or '-'})"

@@ -25,17 +25,23 @@ class TenantAPIView(APIView):
         return get_workflow(self.request.tenant, external_id, for_update=for_update)
 
 
-def int_param(params: Any, name: str, default: int | None = None, *, minimum: int = 0, maximum: int | None = None) -> int | None:
+def int_param(
+    params: Any, name: str, default: int | None = None, *, minimum: int = 0, maximum: int | None = None
+) -> int | None:
     raw = params.get(name)
     if raw in (None, ""):
         return default
     try:
         value = int(raw)
     except (TypeError, ValueError):
-        raise InvalidInput(f"query parameter {name!r} must be an integer, got {raw!r}", code="invalid_parameter")
+        raise InvalidInput(
+            f"query parameter {name!r} must be an integer, got {raw!r}", code="invalid_parameter"
+        )
     if value < minimum or (maximum is not None and value > maximum):
         bound = f" and at most {maximum}" if maximum is not None else ""
-        raise InvalidInput(f"query parameter {name!r} must be at least {minimum}{bound}", code="invalid_parameter")
+        raise InvalidInput(
+            f"query parameter {name!r} must be at least {minimum}{bound}", code="invalid_parameter"
+        )
     return value
 
 

@@ -24,7 +24,9 @@ from memoryhub.workflows import create_workflow
 
 
 class WorkflowFilter(django_filters.FilterSet):
-    has_active_summary = django_filters.BooleanFilter(field_name="active_summary", lookup_expr="isnull", exclude=True)
+    has_active_summary = django_filters.BooleanFilter(
+        field_name="active_summary", lookup_expr="isnull", exclude=True
+    )
     min_tail_tokens = django_filters.NumberFilter(field_name="tail_tokens", lookup_expr="gte")
     graph_release = django_filters.CharFilter()
 
@@ -44,14 +46,20 @@ class WorkflowListCreate(generics.ListAPIView, TenantAPIView):
         # Tenant-scoped list (not only get_object): another tenant's rows never appear.
         return Workflow.objects.filter(tenant=self.request.tenant).select_related("active_summary")
 
-    @extend_schema(request=WorkflowCreateSerializer, responses={201: WorkflowSerializer, 200: WorkflowSerializer, 400: ErrorSerializer})
+    @extend_schema(
+        request=WorkflowCreateSerializer,
+        responses={201: WorkflowSerializer, 200: WorkflowSerializer, 400: ErrorSerializer},
+    )
     def post(self, request):
         data = body_object(request)
         serializer = WorkflowCreateSerializer(data=data)
         serializer.is_valid(raise_exception=True)
         workflow, created = create_workflow(request.tenant, actor=self.actor(), **serializer.validated_data)
         workflow = Workflow.objects.select_related("active_summary").get(pk=workflow.pk)
-        return Response(WorkflowSerializer(workflow).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        return Response(
+            WorkflowSerializer(workflow).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
 
 
 class WorkflowDetail(TenantAPIView):
@@ -88,7 +96,15 @@ class WorkflowEvents(TenantAPIView):
             }
         )
 
-    @extend_schema(request=AppendBatchSerializer, responses={201: AppendResultSerializer, 400: ErrorSerializer, 409: ErrorSerializer, 413: ErrorSerializer})
+    @extend_schema(
+        request=AppendBatchSerializer,
+        responses={
+            201: AppendResultSerializer,
+            400: ErrorSerializer,
+            409: ErrorSerializer,
+            413: ErrorSerializer,
+        },
+    )
     def post(self, request, wf: str):
         events, expected_head = parse_batch(body_object(request))
         workflow = self.workflow(wf)

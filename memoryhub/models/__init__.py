@@ -1,11 +1,11 @@
 """MemoryHub domain models (one module per aggregate)."""
 
 from .alerts import (
+    Aggregation,
     AlertEvaluation,
     AlertEvent,
     AlertRule,
     AlertState,
-    Aggregation,
     Channel,
     ChannelKind,
     Comparator,

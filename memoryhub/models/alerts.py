@@ -71,7 +71,9 @@ class AlertRule(models.Model):
     critical_threshold = models.FloatField(null=True, blank=True)
     window_minutes = models.PositiveIntegerField(default=15)
     interval_seconds = models.PositiveIntegerField(default=60)
-    workflow_filter = models.CharField(max_length=200, blank=True, help_text="external_id prefix; blank = all.")
+    workflow_filter = models.CharField(
+        max_length=200, blank=True, help_text="external_id prefix; blank = all."
+    )
     channels = models.ManyToManyField(Channel, related_name="rules", blank=True)
     enabled = models.BooleanField(default=True)
     is_default = models.BooleanField(default=False)
@@ -108,6 +110,9 @@ class AlertEvaluation(models.Model):
         # Rule history chart: one rule's evaluations over time.
         indexes = [models.Index(fields=["rule", "-at"], name="memoryhub_eval_rule_at")]
 
+    def __str__(self) -> str:
+        return f"{self.rule_id} {self.at:%Y-%m-%d %H:%M} {self.state}"
+
 
 class AlertEvent(models.Model):
     """A state flip of a rule (ok ↔ warning ↔ critical), written only when the state changes."""
@@ -124,16 +129,23 @@ class AlertEvent(models.Model):
         ordering = ["-at", "-id"]
         indexes = [
             # Delivery: flips not yet processed.
-            models.Index(fields=["at"], condition=Q(processed_at__isnull=True), name="memoryhub_flip_unprocessed"),
+            models.Index(
+                fields=["at"], condition=Q(processed_at__isnull=True), name="memoryhub_flip_unprocessed"
+            ),
             # Alerts list per tenant.
             models.Index(fields=["tenant", "-at"], name="memoryhub_flip_tenant_at"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.rule_id} {self.from_state}→{self.to_state}"
 
 
 class Notification(models.Model):
     """One delivery attempt of a flip (or a test-send) to one channel."""
 
-    alert_event = models.ForeignKey(AlertEvent, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications")
+    alert_event = models.ForeignKey(
+        AlertEvent, null=True, blank=True, on_delete=models.CASCADE, related_name="notifications"
+    )
     channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="notifications")
     kind = models.CharField(max_length=10, default="alert")  # alert | resolve | test
     at = models.DateTimeField(auto_now_add=True)
@@ -143,3 +155,6 @@ class Notification(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} → {self.channel_id} {'ok' if self.ok else 'failed'}"

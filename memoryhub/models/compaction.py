@@ -30,7 +30,9 @@ class CompactionJob(models.Model):
     compactor = models.CharField(max_length=100)
     idempotency_key = models.CharField(max_length=400, unique=True)
     status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.PENDING)
-    outcome = models.CharField(max_length=32, blank=True)  # activated | stale | rejected | awaiting_approval | …
+    outcome = models.CharField(
+        max_length=32, blank=True
+    )  # activated | stale | rejected | awaiting_approval | …
     summary = models.ForeignKey(
         "memoryhub.Summary", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )

@@ -11,7 +11,9 @@ class MetricSample(models.Model):
     """Value of one metric for a tenant (and optionally one workflow) in one time bucket."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="metric_samples")
-    workflow = models.ForeignKey("memoryhub.Workflow", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    workflow = models.ForeignKey(
+        "memoryhub.Workflow", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     metric = models.CharField(max_length=64)
     bucket_start = models.DateTimeField()
     value = models.FloatField()
@@ -36,3 +38,6 @@ class MetricSample(models.Model):
             # Overview charts: a tenant's series for one metric over a window.
             models.Index(fields=["tenant", "metric", "bucket_start"], name="memoryhub_sample_series"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.metric}@{self.bucket_start:%Y-%m-%d %H:%M}={self.value}"

@@ -19,7 +19,9 @@ class Workflow(models.Model):
     external_id = models.CharField(max_length=200, help_text="The agent framework's thread id.")
     name = models.CharField(max_length=200, blank=True)
     graph_release = models.CharField(max_length=100, blank=True)
-    model = models.CharField(max_length=100, blank=True, help_text="Model whose tokenizer counts this workflow.")
+    model = models.CharField(
+        max_length=100, blank=True, help_text="Model whose tokenizer counts this workflow."
+    )
     encoding = models.CharField(max_length=64, blank=True, help_text="tiktoken encoding; blank = default.")
     head_seq = models.PositiveBigIntegerField(default=0)
     total_tokens = models.PositiveBigIntegerField(default=0)
@@ -109,7 +111,9 @@ class Event(models.Model):
     side_effect = models.CharField(max_length=8, choices=SideEffect.choices, default=SideEffect.NONE)
     created_at = models.DateTimeField(auto_now_add=True)
     purged_at = models.DateTimeField(null=True, blank=True)
-    purge = models.ForeignKey("audit.Purge", null=True, blank=True, on_delete=models.PROTECT, related_name="events")
+    purge = models.ForeignKey(
+        "audit.Purge", null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
 
     class Meta:
         ordering = ["workflow", "seq"]
@@ -126,14 +130,17 @@ class Event(models.Model):
                 violation_error_message="client_event_id is unique per workflow.",
             ),
             models.CheckConstraint(
-                condition=Q(seq__gte=1), name="%(app_label)s_%(class)s_seq_positive",
+                condition=Q(seq__gte=1),
+                name="%(app_label)s_%(class)s_seq_positive",
                 violation_error_message="seq starts at 1.",
             ),
         ]
         # (workflow, seq) unique index serves tail reads (seq > watermark) and range pages.
         indexes = [
             # Retention sweep: unpurged events older than a cutoff.
-            models.Index(fields=["created_at"], condition=Q(purged_at__isnull=True), name="memoryhub_event_unpurged"),
+            models.Index(
+                fields=["created_at"], condition=Q(purged_at__isnull=True), name="memoryhub_event_unpurged"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -28,7 +28,11 @@ def page_tenant(request: HttpRequest):
 
 def page_workflow(request: HttpRequest, external_id: str) -> Workflow:
     tenant, _ = page_tenant(request)
-    workflow = Workflow.objects.filter(tenant=tenant, external_id=external_id).select_related("active_summary").first()
+    workflow = (
+        Workflow.objects.filter(tenant=tenant, external_id=external_id)
+        .select_related("active_summary")
+        .first()
+    )
     if workflow is None:
         raise Http404("No such workflow in this tenant.")
     return workflow
@@ -37,7 +41,9 @@ def page_workflow(request: HttpRequest, external_id: str) -> Workflow:
 @login_required
 @require_POST
 def switch_tenant(request: HttpRequest) -> HttpResponse:
-    membership = Membership.objects.filter(user=request.user, tenant__slug=request.POST.get("tenant", "")).first()
+    membership = Membership.objects.filter(
+        user=request.user, tenant__slug=request.POST.get("tenant", "")
+    ).first()
     if membership is None:
         messages.error(request, "You are not a member of that tenant.")
     else:
@@ -50,7 +56,9 @@ def switch_tenant(request: HttpRequest) -> HttpResponse:
 def workflow_list(request: HttpRequest) -> HttpResponse:
     tenant, _ = page_tenant(request)
     q = request.GET.get("q", "").strip()
-    workflows = Workflow.objects.filter(tenant=tenant).select_related("active_summary").order_by("-updated_at", "-id")
+    workflows = (
+        Workflow.objects.filter(tenant=tenant).select_related("active_summary").order_by("-updated_at", "-id")
+    )
     if q:
         workflows = workflows.filter(Q(external_id__icontains=q) | Q(name__icontains=q))
     page = Paginator(workflows, WORKFLOWS_PER_PAGE).get_page(request.GET.get("page"))
@@ -63,7 +71,9 @@ def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
     events = workflow.events.select_related("purge").order_by("seq")
     page = Paginator(events, EVENTS_PER_PAGE).get_page(request.GET.get("page"))
     summaries = workflow.summaries.order_by("-version")[:50]
-    lifecycle = workflow.lifecycle_events.select_related("summary", "prior_active_summary").order_by("-at", "-id")[:50]
+    lifecycle = workflow.lifecycle_events.select_related("summary", "prior_active_summary").order_by(
+        "-at", "-id"
+    )[:50]
     return render(
         request,
         "memoryhub/workflow_detail.html",

@@ -24,7 +24,14 @@ def test_create_workflow_is_idempotent_on_external_id(api):
     assert first.json()["external_id"] == again.json()["external_id"] == "api-tests-42"
     assert Workflow.objects.filter(external_id="api-tests-42").count() == 1
     body = first.json()
-    for field in ("head_seq", "total_tokens", "active_summary_id", "active_revision", "tail_events", "tail_tokens"):
+    for field in (
+        "head_seq",
+        "total_tokens",
+        "active_summary_id",
+        "active_revision",
+        "tail_events",
+        "tail_tokens",
+    ):
         assert field in body
 
 
@@ -60,7 +67,11 @@ def test_expected_head_mismatch_is_409_with_current_head(api, tenant):
     post(api, "/api/v1/workflows/wf/events/", {"events": [event(1)]})
     r = post(api, "/api/v1/workflows/wf/events/", {"events": [event(2)], "expected_head": 0})
     assert r.status_code == 409
-    assert r.json() == {"error": "head_mismatch", "detail": "expected_head 0 but the workflow head is 1", "current_head": 1}
+    assert r.json() == {
+        "error": "head_mismatch",
+        "detail": "expected_head 0 but the workflow head is 1",
+        "current_head": 1,
+    }
     assert Event.objects.count() == 1
 
 

@@ -15,7 +15,9 @@ class Command(BaseCommand):
         parser.add_argument("tenant")
         parser.add_argument("username")
         parser.add_argument("role", choices=Role.values)
-        parser.add_argument("--password", default=None, help="Set this password (otherwise prompted for new users).")
+        parser.add_argument(
+            "--password", default=None, help="Set this password (otherwise prompted for new users)."
+        )
 
     def handle(self, *args, tenant, username, role, password, **options):
         tenant_obj = Tenant.objects.filter(slug=tenant).first()
