@@ -1433,11 +1433,12 @@ _SUMMARY_PLAN = (
 
 
 def _open_items(facts: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """Unresolved items (open issues, pending approvals, failed tests) by key, kind and state."""
+    """Unresolved items (open issues, pending approvals) by key, kind and state. Failed tests
+    are not listed here: they are settled outcomes, kept as facts and linked to their bugs."""
     return [
         {"key": f["key"], "kind": f["kind"], "state": f["state"]}
         for f in facts
-        if (f["kind"], f["state"]) in {("issue", "open"), ("approval", "pending"), ("test", "failed")}
+        if (f["kind"], f["state"]) in {("issue", "open"), ("approval", "pending")}
     ]
 
 
