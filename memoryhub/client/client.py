@@ -1,0 +1,616 @@
+"""Synchronous HTTP client for the MemoryHub REST API v1 (httpx; no Django).
+
+Retries: 429 (honouring ``Retry-After``), 5xx and connection errors are retried with exponential
+backoff and jitter. Only requests that are safe to repeat get the full treatment:
+
+* GET/PUT/DELETE, and POSTs the server makes idempotent — workflow create (external_id), event
+  appends (every event carries a ``client_event_id`` fixed *before* the first try), compaction
+  requests (source revision), traces (model_call_id), artifacts (identical duplicate = no-op) and
+  the stateless trigger what-if;
+* every other POST (activation CAS, review actions, summary submission, purge, …) is retried only
+  when the server certainly did not act: the connection was never established, or it answered
+  429 / 503. A lost answer to such a POST surfaces as an error instead of a silent double action.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from .errors import (
+    ApiError,
+    CompactionTimeout,
+    Conflict,
+    TransportError,
+    error_for_status,
+)
+from .types import (
+    AppendResult,
+    Artifact,
+    Context,
+    Decision,
+    Event,
+    Job,
+    Summary,
+    Trace,
+    Workflow,
+)
+
+__all__ = ["MemoryHubClient"]
+
+USER_AGENT = "memoryhub-client/0.1"
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+# Statuses that prove the server did not act on the request: safe to repeat even a non-idempotent POST.
+UNPROCESSED_STATUSES = frozenset({429, 503})
+# Connection failures where the request never reached the server.
+_NOT_SENT_ERRORS: tuple[type[Exception], ...] = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+JSON = dict[str, Any]
+
+
+def _wf(workflow_id: str) -> str:
+    """Quote a workflow external_id as one path segment."""
+    return quote(str(workflow_id), safe="")
+
+
+def _drop_none(data: Mapping[str, Any]) -> JSON:
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP-date); None if absent/bad."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+class MemoryHubClient:
+    """Client for one MemoryHub tenant (the API key decides the tenant).
+
+    ``max_retries`` is the number of *re*-tries (total attempts = max_retries + 1). The n-th retry
+    waits ``min(max_backoff, backoff * 2**n)`` scaled by a random factor in [0.5, 1] (jitter), or
+    exactly the server's ``Retry-After`` on 429/503; a ``Retry-After`` above ``max_retry_after``
+    is not waited for and the error is raised at once. ``sleep`` and ``rng`` are injectable so the
+    retry schedule can be observed without waiting.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        timeout: float = 10.0,
+        max_retries: int = 3,
+        backoff: float = 0.25,
+        *,
+        max_backoff: float = 8.0,
+        max_retry_after: float = 60.0,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.max_retries = max(0, int(max_retries))
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.max_retry_after = max_retry_after
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        all_headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        if api_key:
+            all_headers["Authorization"] = f"Bearer {api_key}"
+        all_headers.update(headers or {})
+        self._http = httpx.Client(
+            base_url=self.base_url, timeout=timeout, headers=all_headers, transport=transport
+        )
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> MemoryHubClient:
+        """Build from ``MEMORYHUB_URL`` (default http://127.0.0.1:8000) and ``MEMORYHUB_API_KEY``."""
+        return cls(
+            os.environ.get("MEMORYHUB_URL", "http://127.0.0.1:8000"),
+            os.environ.get("MEMORYHUB_API_KEY"),
+            **kwargs,
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> MemoryHubClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport -------------------------------------------------------------------------------
+
+    def _delay(self, retry: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return retry_after
+        base = min(self.max_backoff, self.backoff * (2**retry))
+        return base * (0.5 + 0.5 * self._rng.random())
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        idempotent: bool | None = None,
+    ) -> httpx.Response:
+        """Send one logical request with retries; return the successful response or raise.
+
+        ``idempotent`` defaults to True for everything but POST.
+        """
+        if idempotent is None:
+            idempotent = method.upper() != "POST"
+        clean_params = _drop_none(params) if params else None
+        retry = 0
+        while True:
+            try:
+                response = self._http.request(method, path, params=clean_params, json=json)
+            except httpx.TransportError as exc:
+                may_retry = idempotent or isinstance(exc, _NOT_SENT_ERRORS)
+                if not may_retry or retry >= self.max_retries:
+                    raise TransportError(
+                        f"{method} {path} failed after {retry + 1} attempt(s): {exc!r}",
+                        attempts=retry + 1,
+                        cause=exc,
+                    ) from exc
+                self._sleep(self._delay(retry, None))
+                retry += 1
+                continue
+            if response.is_success:
+                return response
+            status = response.status_code
+            retryable = status in RETRY_STATUSES and (idempotent or status in UNPROCESSED_STATUSES)
+            retry_after = parse_retry_after(response.headers.get("Retry-After"))
+            if (
+                retryable
+                and retry < self.max_retries
+                and (retry_after is None or retry_after <= self.max_retry_after)
+            ):
+                self._sleep(self._delay(retry, retry_after if status in UNPROCESSED_STATUSES else None))
+                retry += 1
+                continue
+            error = self._error(response, retry_after)
+            error.retries = retry
+            raise error
+
+    @staticmethod
+    def _error(response: httpx.Response, retry_after: float | None) -> ApiError:
+        status = response.status_code
+        payload: JSON = {}
+        try:
+            decoded = response.json()
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, dict):
+            payload = decoded
+        code = str(payload.get("error") or f"http_{status}")
+        detail = payload.get("detail")
+        if detail is None:
+            detail = response.text[:500] if not payload else ""
+        if not isinstance(detail, str):
+            detail = str(detail)
+        return error_for_status(status, code, detail, payload, retry_after=retry_after)
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self.request(method, path, **kwargs)
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+
+    def _pages(self, path: str, params: Mapping[str, Any] | None, key: str) -> Iterator[JSON]:
+        """Yield items across pages: a bare list, DRF ``{"results", "next"}``, or ``{key, "next"}``."""
+        url: str | None = path
+        query: Mapping[str, Any] | None = params
+        while url:
+            data = self._json("GET", url, params=query)
+            if isinstance(data, list):
+                yield from data
+                return
+            items = data.get(key, data.get("results", []))
+            yield from items
+            nxt = data.get("next")
+            if isinstance(nxt, str) and nxt:
+                url, query = nxt, None  # the next link already carries the query
+            elif data.get("has_more") and items and key == "events":
+                url, query = path, {**(params or {}), "after": items[-1]["seq"]}
+            else:
+                url = None
+
+    # -- workflows and events --------------------------------------------------------------------
+
+    def create_workflow(
+        self, external_id: str, name: str | None = None, graph_release: str | None = None, **extra: Any
+    ) -> Workflow:
+        """Create a workflow, or return the existing one with this external_id (idempotent)."""
+        body = _drop_none({"external_id": external_id, "name": name, "graph_release": graph_release, **extra})
+        return Workflow.from_dict(self._json("POST", "/api/v1/workflows/", json=body, idempotent=True))
+
+    def list_workflows(self, **filters: Any) -> list[Workflow]:
+        return [Workflow.from_dict(w) for w in self._pages("/api/v1/workflows/", filters, "workflows")]
+
+    def get_workflow(self, workflow_id: str) -> Workflow:
+        return Workflow.from_dict(self._json("GET", f"/api/v1/workflows/{_wf(workflow_id)}/"))
+
+    def append_events(
+        self, workflow_id: str, events: Iterable[Mapping[str, Any]], expected_head: int | None = None
+    ) -> AppendResult:
+        """Append an atomic batch of events; a retry re-sends the very same client_event_ids.
+
+        Events without a ``client_event_id`` get a uuid4 here, before the first attempt. With
+        ``expected_head`` the batch is refused (Conflict) if the head moved; if that happens on a
+        *retry*, the client checks whether its own earlier attempt is what moved the head (the
+        events after ``expected_head`` carry exactly our ids) and then returns that result.
+        """
+        batch = []
+        for event in events:
+            item = dict(event)
+            if not item.get("client_event_id"):
+                item["client_event_id"] = str(uuid.uuid4())
+            batch.append(item)
+        body: JSON = {"events": batch}
+        if expected_head is not None:
+            body["expected_head"] = expected_head
+        path = f"/api/v1/workflows/{_wf(workflow_id)}/events/"
+        try:
+            data = self._json("POST", path, json=body, idempotent=True)
+        except Conflict as exc:
+            if expected_head is None or exc.retries == 0:
+                raise
+            recovered = self._recover_append(workflow_id, batch, expected_head)
+            if recovered is None:
+                raise
+            return recovered
+        return AppendResult.from_dict(data)
+
+    def _recover_append(self, workflow_id: str, batch: list[JSON], expected_head: int) -> AppendResult | None:
+        stored = self.list_events(workflow_id, after=expected_head, until=expected_head + len(batch))
+        if [e.client_event_id for e in stored] != [e["client_event_id"] for e in batch]:
+            return None
+        workflow = self.get_workflow(workflow_id)
+        return AppendResult.from_dict(
+            {
+                "events": [
+                    {
+                        "seq": e.seq,
+                        "client_event_id": e.client_event_id,
+                        "token_count": e.token_count,
+                        "content_hash": e.content_hash,
+                    }
+                    for e in stored
+                ],
+                "head_seq": workflow.head_seq,
+                "total_tokens": workflow.total_tokens,
+                "recovered": True,
+            }
+        )
+
+    def iter_events(
+        self, workflow_id: str, after: int | None = None, until: int | None = None, **params: Any
+    ) -> Iterator[Event]:
+        """Iterate stored events with ``after < seq <= until``, following pages."""
+        query = {"after": after, "until": until, **params}
+        for item in self._pages(f"/api/v1/workflows/{_wf(workflow_id)}/events/", _drop_none(query), "events"):
+            yield Event.from_dict(item)
+
+    def list_events(
+        self, workflow_id: str, after: int | None = None, until: int | None = None, **params: Any
+    ) -> list[Event]:
+        return list(self.iter_events(workflow_id, after=after, until=until, **params))
+
+    # -- context, triggers, policy ---------------------------------------------------------------
+
+    def get_context(self, workflow_id: str, min_seq: int | None = None) -> Context:
+        """Active summary + every event after its watermark. ``min_seq`` > head → Conflict (409)."""
+        params = {"min_seq": min_seq} if min_seq is not None else None
+        return Context.from_dict(
+            self._json("GET", f"/api/v1/workflows/{_wf(workflow_id)}/context/", params=params)
+        )
+
+    def trigger(
+        self,
+        workflow_id: str,
+        expected_next_step_tokens: int,
+        checkpoint_safe: bool = True,
+        remaining_steps: int | None = None,
+        **extra: Any,
+    ) -> Decision:
+        """Ask "compact now?" for the next step; the decision is logged server-side."""
+        body = _drop_none(
+            {
+                "expected_next_step_tokens": expected_next_step_tokens,
+                "checkpoint_safe": checkpoint_safe,
+                "remaining_steps": remaining_steps,
+                **extra,
+            }
+        )
+        path = f"/api/v1/workflows/{_wf(workflow_id)}/trigger/"
+        return Decision.from_dict(self._json("POST", path, json=body, idempotent=True))
+
+    def evaluate_trigger(
+        self, policy: Mapping[str, Any] | None = None, workflow: str | None = None, **inputs: Any
+    ) -> Decision:
+        """Stateless what-if: an inline policy (or a workflow's) plus explicit inputs; not logged."""
+        body = _drop_none(
+            {"policy": dict(policy) if policy is not None else None, "workflow": workflow, **inputs}
+        )
+        return Decision.from_dict(
+            self._json("POST", "/api/v1/triggers/evaluate/", json=body, idempotent=True)
+        )
+
+    def get_policy(self, workflow_id: str) -> JSON:
+        return self._json("GET", f"/api/v1/workflows/{_wf(workflow_id)}/policy/")
+
+    def put_policy(self, workflow_id: str, policy: Mapping[str, Any]) -> JSON:
+        return self._json("PUT", f"/api/v1/workflows/{_wf(workflow_id)}/policy/", json=dict(policy))
+
+    # -- compaction --------------------------------------------------------------------------------
+
+    def request_compaction(self, workflow_id: str, source_revision: int | None = None, **extra: Any) -> Job:
+        """Enqueue (or find) the compaction job for ``source_revision`` (default: head)."""
+        body = _drop_none({"source_revision": source_revision, **extra})
+        path = f"/api/v1/workflows/{_wf(workflow_id)}/compactions/"
+        return Job.from_dict(self._json("POST", path, json=body, idempotent=True))
+
+    def get_compaction(self, job_id: str) -> Job:
+        return Job.from_dict(self._json("GET", f"/api/v1/compactions/{quote(str(job_id), safe='')}/"))
+
+    def wait_for_compaction(self, job_id: str, timeout: float = 30.0, poll_interval: float = 0.25) -> Job:
+        """Poll the job until it succeeds or fails; raise CompactionTimeout after ``timeout`` seconds.
+
+        A failed job is returned (check ``job.failed``), not raised: the caller picks the fallback.
+        """
+        deadline = time.monotonic() + timeout
+        interval = poll_interval
+        while True:
+            job = self.get_compaction(job_id)
+            if job.finished:
+                return job
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise CompactionTimeout(str(job_id), timeout, job.status)
+            time.sleep(min(interval, remaining))
+            interval = min(interval * 1.5, 2.0)
+
+    # -- summaries and review actions --------------------------------------------------------------
+
+    def list_summaries(self, workflow_id: str, **filters: Any) -> list[Summary]:
+        path = f"/api/v1/workflows/{_wf(workflow_id)}/summaries/"
+        return [Summary.from_dict(s) for s in self._pages(path, filters, "summaries")]
+
+    def submit_summary(
+        self,
+        workflow_id: str,
+        covers_from_seq: int,
+        covers_to_seq: int,
+        content: Mapping[str, Any],
+        compactor: Mapping[str, Any],
+        source_refs: list[str] | None = None,
+        excluded_categories: list[str] | None = None,
+        **extra: Any,
+    ) -> Summary:
+        """Submit an externally produced candidate summary (status CANDIDATE)."""
+        body = _drop_none(
+            {
+                "covers_from_seq": covers_from_seq,
+                "covers_to_seq": covers_to_seq,
+                "content": dict(content),
+                "compactor": dict(compactor),
+                "source_refs": source_refs,
+                "excluded_categories": excluded_categories,
+                **extra,
+            }
+        )
+        return Summary.from_dict(
+            self._json("POST", f"/api/v1/workflows/{_wf(workflow_id)}/summaries/", json=body)
+        )
+
+    def get_summary(self, summary_id: str) -> Summary:
+        return Summary.from_dict(self._json("GET", self._summary_path(summary_id)))
+
+    def verify_summary(self, summary_id: str) -> JSON:
+        """Recompute the content hash server-side and compare it with the stored one."""
+        return self._json("GET", self._summary_path(summary_id, "verify"))
+
+    def diff_summary(self, summary_id: str, against: str) -> JSON:
+        return self._json("GET", self._summary_path(summary_id, "diff"), params={"against": against})
+
+    @staticmethod
+    def _summary_path(summary_id: str, action: str | None = None) -> str:
+        base = f"/api/v1/summaries/{quote(str(summary_id), safe='')}/"
+        return f"{base}{action}/" if action else base
+
+    def _action(self, summary_id: str, action: str, body: Mapping[str, Any]) -> JSON:
+        return self._json("POST", self._summary_path(summary_id, action), json=_drop_none(body))
+
+    def validate(self, summary_id: str) -> JSON:
+        return self._action(summary_id, "validate", {})
+
+    def activate(self, summary_id: str, expected_revision: int) -> JSON:
+        """CAS activation; a lost race raises Conflict with ``current_revision``."""
+        return self._action(summary_id, "activate", {"expected_revision": expected_revision})
+
+    def rollback(self, summary_id: str, expected_revision: int, reason: str | None = None) -> JSON:
+        return self._action(
+            summary_id, "rollback", {"expected_revision": expected_revision, "reason": reason}
+        )
+
+    def approve(self, summary_id: str, reason: str | None = None) -> JSON:
+        return self._action(summary_id, "approve", {"reason": reason})
+
+    def quarantine(self, summary_id: str, reason: str) -> JSON:
+        return self._action(summary_id, "quarantine", {"reason": reason})
+
+    def reject(self, summary_id: str, reason: str) -> JSON:
+        return self._action(summary_id, "reject", {"reason": reason})
+
+    def waive(self, summary_id: str, reason: str, checks: list[str] | None = None) -> JSON:
+        return self._action(summary_id, "waive", {"reason": reason, "checks": checks})
+
+    def release(self, summary_id: str, reason: str) -> JSON:
+        return self._action(summary_id, "release", {"reason": reason})
+
+    # -- consumer traces and artifacts -------------------------------------------------------------
+
+    def record_trace(
+        self,
+        workflow_id: str,
+        *,
+        agent: str,
+        agent_run_id: str,
+        model_call_id: str,
+        summary_id: str | None,
+        tail_to_seq: int,
+        context_id: str | None = None,
+        manifest_hash: str | None = None,
+        graph_release: str | None = None,
+        checkpoint_id: str | None = None,
+        thread_id: str | None = None,
+        source_refs: list[str] | None = None,
+        input_tokens: int | None = None,
+        **extra: Any,
+    ) -> Trace:
+        """Record which summary + tail a model call consumed (idempotent on model_call_id)."""
+        body = _drop_none(
+            {
+                "agent": agent,
+                "agent_run_id": agent_run_id,
+                "model_call_id": model_call_id,
+                "tail_to_seq": tail_to_seq,
+                "context_id": context_id,
+                "manifest_hash": manifest_hash,
+                "graph_release": graph_release,
+                "checkpoint_id": checkpoint_id,
+                "thread_id": thread_id,
+                "source_refs": source_refs,
+                "input_tokens": input_tokens,
+                **extra,
+            }
+        )
+        body["summary_id"] = summary_id  # explicit null means "raw history, no summary"
+        path = f"/api/v1/workflows/{_wf(workflow_id)}/traces/"
+        return Trace.from_dict(self._json("POST", path, json=body, idempotent=True))
+
+    def record_artifact(
+        self,
+        workflow_id: str,
+        *,
+        artifact_id: str,
+        kind: str,
+        produced_by: Mapping[str, Any],
+        uri: str | None = None,
+        content_hash: str | None = None,
+        quality_score: float | None = None,
+        **extra: Any,
+    ) -> Artifact:
+        """Record a published artifact; ``produced_by`` is {"model_call_id"} or {"agent_run_id"}."""
+        body = _drop_none(
+            {
+                "artifact_id": artifact_id,
+                "kind": kind,
+                "produced_by": dict(produced_by),
+                "uri": uri,
+                "content_hash": content_hash,
+                "quality_score": quality_score,
+                **extra,
+            }
+        )
+        path = f"/api/v1/workflows/{_wf(workflow_id)}/artifacts/"
+        return Artifact.from_dict(self._json("POST", path, json=body, idempotent=True))
+
+    # -- audit ---------------------------------------------------------------------------------------
+
+    def lineage(self, artifact_id: str) -> JSON:
+        return self._json("GET", f"/api/v1/artifacts/{quote(str(artifact_id), safe='')}/lineage/")
+
+    def investigate(self, artifact_id: str, fact: str) -> JSON:
+        """Classify why ``fact`` is missing from an artifact (verdict + evidence + elapsed_ms)."""
+        path = f"/api/v1/artifacts/{quote(str(artifact_id), safe='')}/investigate/"
+        return self._json("POST", path, json={"fact": fact})
+
+    def iter_audit(self, **filters: Any) -> Iterator[JSON]:
+        yield from self._pages("/api/v1/audit/", filters, "entries")
+
+    def audit(self, **filters: Any) -> list[JSON]:
+        return list(self.iter_audit(**filters))
+
+    def verify_audit(self) -> JSON:
+        return self._json("GET", "/api/v1/audit/verify/")
+
+    def get_retention(self) -> JSON:
+        return self._json("GET", "/api/v1/retention/")
+
+    def put_retention(self, policy: Mapping[str, Any]) -> JSON:
+        return self._json("PUT", "/api/v1/retention/", json=dict(policy))
+
+    def purge(self, workflow_id: str, **body: Any) -> JSON:
+        """Purge source data; the answer says what was removed and which replays became impossible."""
+        return self._json("POST", f"/api/v1/workflows/{_wf(workflow_id)}/purge/", json=_drop_none(body))
+
+    # -- alerts and metrics ------------------------------------------------------------------------
+
+    def list_alert_rules(self, **filters: Any) -> list[JSON]:
+        return list(self._pages("/api/v1/alert-rules/", filters, "alert_rules"))
+
+    def create_alert_rule(self, **rule: Any) -> JSON:
+        return self._json("POST", "/api/v1/alert-rules/", json=_drop_none(rule))
+
+    def get_alert_rule(self, rule_id: Any) -> JSON:
+        return self._json("GET", f"/api/v1/alert-rules/{rule_id}/")
+
+    def update_alert_rule(self, rule_id: Any, **changes: Any) -> JSON:
+        return self._json("PATCH", f"/api/v1/alert-rules/{rule_id}/", json=changes)
+
+    def delete_alert_rule(self, rule_id: Any) -> None:
+        self._json("DELETE", f"/api/v1/alert-rules/{rule_id}/")
+
+    def list_channels(self, **filters: Any) -> list[JSON]:
+        return list(self._pages("/api/v1/channels/", filters, "channels"))
+
+    def create_channel(self, **channel: Any) -> JSON:
+        return self._json("POST", "/api/v1/channels/", json=_drop_none(channel))
+
+    def get_channel(self, channel_id: Any) -> JSON:
+        return self._json("GET", f"/api/v1/channels/{channel_id}/")
+
+    def update_channel(self, channel_id: Any, **changes: Any) -> JSON:
+        return self._json("PATCH", f"/api/v1/channels/{channel_id}/", json=changes)
+
+    def delete_channel(self, channel_id: Any) -> None:
+        self._json("DELETE", f"/api/v1/channels/{channel_id}/")
+
+    def list_alerts(self, **filters: Any) -> list[JSON]:
+        return list(self._pages("/api/v1/alerts/", filters, "alerts"))
+
+    def metrics(self, **params: Any) -> JSON:
+        return self._json("GET", "/api/v1/metrics/", params=params)
+
+    def prometheus_metrics(self) -> str:
+        """The Prometheus text exposition at ``/metrics``."""
+        return self.request("GET", "/metrics").text

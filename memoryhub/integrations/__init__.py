@@ -1,0 +1,1 @@
+"""Integrations of the MemoryHub client with agent frameworks (optional extras, imported lazily)."""
