@@ -13,6 +13,8 @@ class TraceFlag(models.TextChoices):
     UNVALIDATED_SUMMARY = "unvalidated_summary"  # consumed a summary that was not VALIDATED/ACTIVE/SUPERSEDED
     TAIL_LOSS = "tail_loss"  # summary watermark + tail did not reach head at read time
     MISSING_PROVENANCE = "missing_provenance"  # no context id / manifest hash recorded
+    CONTEXT_MISMATCH = "context_mismatch"  # the signed context_id / manifest says something else was served
+    FALLBACK_RETRIEVAL = "fallback_retrieval"  # the consumer sent a targeted retrieval instead of summary + tail
 
 
 class ConsumerTrace(models.Model):
@@ -35,7 +37,10 @@ class ConsumerTrace(models.Model):
     manifest_hash = models.CharField(max_length=71, blank=True)
     source_refs = models.JSONField(default=list, blank=True)
     graph_release = models.CharField(max_length=100, blank=True)
+    thread_id = models.CharField(max_length=200, blank=True, help_text="Agent framework thread id.")
     checkpoint_id = models.CharField(max_length=200, blank=True)
+    # Why the consumer fell back to targeted retrieval (blank: it consumed summary + tail as served).
+    fallback_reason = models.CharField(max_length=500, blank=True)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     flags = models.JSONField(default=list, blank=True)
     actor = models.CharField(max_length=200, blank=True)
