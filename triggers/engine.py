@@ -212,9 +212,11 @@ class PolicySpec:
         if self.hard_limit_tokens is not None and not _is_int(self.hard_limit_tokens):
             errors.append(("hard_limit_tokens", "must be an integer or null"))
         errors.extend(self._validate_strategies())
-        if errors:
+        if any(message in _TYPE_ERRORS or message.startswith("unknown") for _, message in errors):
             # The arithmetic below needs well-typed numbers; report shape errors first.
             return errors
+        if any(not field.startswith("strategies") for field, _ in errors):
+            return errors  # e.g. a negative reserve: the budget below would be meaningless
 
         if self.context_window <= 0:
             errors.append(("context_window", "must be positive"))
@@ -342,6 +344,17 @@ class PolicySpec:
 
 
 _DERIVED_KEYS = {"safe_budget", "usable_input_tokens", "hard_limit", "trigger_tokens"}
+
+
+_TYPE_ERRORS = {
+    "must be an integer",
+    "must be a number",
+    "must be true or false",
+    "must be a non-empty string",
+    "must be an integer or null",
+    "must be an object with 'enabled' and thresholds",
+    "must be an object of strategy name → settings",
+}
 
 
 def _check_threshold(kind: str, low: float | None, high: float | None, value: Any) -> str | None:

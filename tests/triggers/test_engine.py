@@ -782,7 +782,7 @@ decision_inputs = st.builds(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(valid_policies, decision_inputs)
 def test_never_continue_past_the_hard_limit(policy, inputs):
     d = evaluate(policy, inputs)
@@ -790,7 +790,7 @@ def test_never_continue_past_the_hard_limit(policy, inputs):
         assert d.action != ACTION_CONTINUE, d.reasons
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(valid_policies, decision_inputs)
 def test_decision_invariants(policy, inputs):
     d = evaluate(policy, inputs)

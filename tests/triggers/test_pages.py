@@ -1,0 +1,189 @@
+"""Trigger pages: policy form (tenant default + workflow override), decision log, simulator."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import plotly.graph_objects as go
+import pytest
+
+from audit.models import AuditEntry
+from memoryhub.actors import Actor
+from tests.helpers import append, event, make_workflow
+from triggers import services
+from triggers.engine import STRATEGY_NAMES, STRATEGY_SCHEMA, PolicySpec
+from triggers.forms import PolicyForm, field_name
+from triggers.models import ContextPolicy
+
+pytestmark = pytest.mark.django_db
+
+
+def form_data(spec: PolicySpec | None = None, **changes) -> dict[str, str]:
+    """What a browser posts for ``spec`` (checkboxes only when checked)."""
+    initial = PolicyForm.initial_from(spec or PolicySpec())
+    initial.update(changes)
+    data = {}
+    for key, value in initial.items():
+        if isinstance(value, bool):
+            if value:
+                data[key] = "on"
+        elif value is not None:
+            data[key] = str(value)
+    return data
+
+
+def csrf_post(client, url: str, data: dict):
+    page = client.get(url)
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.content.decode())
+    assert token, "page has a CSRF token"
+    return client.post(url, data | {"csrfmiddlewaretoken": token.group(1)})
+
+
+@pytest.fixture
+def wf(tenant):
+    return make_workflow(tenant, "wf-page")
+
+
+def test_workflow_policy_page_shows_seed_budget_and_exports(carol, wf):
+    r = carol.web.get("/triggers/workflows/wf-page/policy/")
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert 'data-testid="safe-budget">18000<' in html
+    assert "32000 − 4000 − 5000 − 3000 − 2000" in html
+    assert "max_tokens_before_summary=18000" in html
+    assert "trigger=(&#x27;tokens&#x27;, 18000)" in html
+    assert "Read only: changing this policy needs the reviewer role." in html
+    assert 'data-strategy="cost_benefit"' in html
+
+
+def test_form_saves_workflow_override(bob, wf, tenant):
+    data = form_data(context_window=64_000, target_tokens=20_000)
+    data[field_name("message_count", "enabled")] = "on"
+    data[field_name("message_count", "messages")] = "40"
+    r = csrf_post(bob.web, "/triggers/workflows/wf-page/policy/", data)
+    assert r.status_code == 302
+    row = ContextPolicy.objects.get(workflow=wf)
+    assert (row.context_window, row.target_tokens) == (64_000, 20_000)
+    assert row.strategies["message_count"] == {"enabled": True, "messages": 40}
+    assert row.strategies["cost_benefit"]["enabled"] is False
+    assert row.updated_by == "user:bob"
+    assert AuditEntry.objects.filter(tenant=tenant, action="policy.update").exists()
+    page = bob.web.get("/triggers/workflows/wf-page/policy/").content.decode()
+    assert 'data-testid="policy-source">workflow<' in page
+
+
+def test_form_shows_validation_errors_next_to_fields(bob, wf):
+    data = form_data(target_tokens=18_000)
+    data[field_name("window_fraction", "fraction")] = "1.5"
+    r = csrf_post(bob.web, "/triggers/workflows/wf-page/policy/", data)
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert "must be below the trigger budget (18,000)" in html
+    assert "must be at most 1" in html
+    assert not ContextPolicy.objects.exists()
+
+
+def test_form_refuses_reserves_at_window(bob, wf):
+    r = csrf_post(bob.web, "/triggers/workflows/wf-page/policy/", form_data(context_window=14_000))
+    assert r.status_code == 200
+    assert "no room is left for history" in r.content.decode()
+    assert not ContextPolicy.objects.exists()
+
+
+def test_viewer_cannot_post_and_admin_only_for_tenant_default(carol, bob, alice, wf):
+    r = csrf_post(carol.web, "/triggers/workflows/wf-page/policy/", form_data())
+    assert r.status_code == 403
+    assert csrf_post(bob.web, "/triggers/policy/", form_data()).status_code == 403
+    r = csrf_post(alice.web, "/triggers/policy/", form_data(context_window=40_000))
+    assert r.status_code == 302
+    assert ContextPolicy.objects.get(workflow__isnull=True).context_window == 40_000
+    assert not ContextPolicy.objects.filter(workflow__isnull=False).exists()
+
+
+def test_reset_removes_the_override(bob, wf, tenant):
+    services.save_policy(tenant, {"context_window": 64_000}, Actor.user("bob"), workflow=wf)
+    r = csrf_post(bob.web, "/triggers/workflows/wf-page/policy/", {"action": "reset"})
+    assert r.status_code == 302
+    assert not ContextPolicy.objects.filter(workflow=wf).exists()
+
+
+def test_outsider_gets_404(mallory, wf):
+    assert mallory.web.get("/triggers/workflows/wf-page/policy/").status_code == 404
+    assert mallory.web.get("/triggers/workflows/wf-page/decisions/").status_code == 404
+    assert mallory.web.get("/triggers/simulator/?workflow=wf-page").status_code == 404
+
+
+def test_decision_log_page(alice, carol, wf):
+    alice.api.post("/api/v1/workflows/wf-page/trigger/", {"expected_next_step_tokens": 5}, format="json")
+    r = carol.web.get("/triggers/workflows/wf-page/decisions/")
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert "action-continue" in html
+    assert "stays within the safe budget 18,000" in html
+    assert (
+        "No decisions logged yet" not in carol.web.get("/triggers/workflows/wf-page/policy/").content.decode()
+    )
+    filtered = carol.web.get("/triggers/workflows/wf-page/decisions/?action=compact").content.decode()
+    assert "No decisions logged yet" in filtered
+
+
+def _figure(html: str) -> dict:
+    match = re.search(r'data-figure="([^"]*)"', html)
+    assert match, "chart present"
+    import html as html_lib
+
+    return json.loads(html_lib.unescape(match.group(1)))
+
+
+def test_simulator_page_replays_current_vs_candidate(carol, wf):
+    agents = ["requirements"] * 4 + ["tests"] * 4 + ["reviewer"] * 4
+    append(wf, [event(i, agent=a, content="token " * 900) for i, a in enumerate(agents, start=1)])
+    r = carol.web.get("/triggers/simulator/?workflow=wf-page&group=event")
+    assert r.status_code == 200
+    html = r.content.decode()
+    fig = _figure(html)
+    go.Figure(fig)  # a valid Plotly figure
+    names = [t["name"] for t in fig["data"]]
+    assert "current: context per call" in names and "candidate: context per call" in names
+    assert any(n.startswith("candidate safe budget 18,000") for n in names)
+    assert "/static/plotly/plotly.min.js" in html
+    assert 'data-count="compactions"' in html
+
+    # A viewer may simulate (nothing is written): a tight candidate compacts more.
+    data = form_data(context_window=16_000, reserve_retrieval=1_000, target_tokens=2_000)
+    data |= {"workflow": "wf-page", "group": "event"}
+    r = csrf_post(carol.web, "/triggers/simulator/?workflow=wf-page", data)
+    assert r.status_code == 200
+    html = r.content.decode()
+    fig = _figure(html)
+    go.Figure(fig)
+    compactions = {t["name"].split(":")[0]: t for t in fig["data"] if "compactions" in t["name"]}
+    assert len(compactions["candidate"]["x"]) > len(compactions["current"]["x"])
+    assert not ContextPolicy.objects.exists()
+
+
+def test_simulator_invalid_candidate_shows_errors(carol, wf):
+    append(wf, [event(1)])
+    data = form_data(target_tokens=30_000) | {"workflow": "wf-page"}
+    r = csrf_post(carol.web, "/triggers/simulator/?workflow=wf-page", data)
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert "must be below the trigger budget" in html
+    assert "data-figure" not in html
+
+
+def test_simulator_without_workflows(carol):
+    r = carol.web.get("/triggers/simulator/")
+    assert r.status_code == 200
+    assert "No workflows yet" in r.content.decode()
+
+
+def test_form_round_trips_every_strategy_threshold():
+    spec = PolicySpec()
+    form = PolicyForm(data=form_data(spec))
+    assert form.is_valid(), form.errors
+    policy = form.to_policy()
+    assert PolicySpec.from_dict(policy).to_dict() == spec.to_dict()
+    for name in STRATEGY_NAMES:
+        assert set(policy["strategies"][name]) == {"enabled", *STRATEGY_SCHEMA[name]}
