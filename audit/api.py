@@ -1,3 +1,194 @@
-"""Audit API (see docs/TEAM.md)."""
+"""Audit API: artifact lineage and investigations, summary diff, replay bundles, the audit log and
+its verification. Paths are relative to /api/v1/."""
 
-urlpatterns: list = []
+from __future__ import annotations
+
+import django_filters
+from django.urls import path
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import generics, serializers, status
+from rest_framework.response import Response
+
+from audit.diff import diff_summaries, resolve_pair
+from audit.investigate import investigate
+from audit.lineage import artifact_lineage, get_artifact
+from audit.models import AuditEntry, Investigation
+from audit.replay import get_trace, replay_bundle
+from audit.verify import verify_chain
+from memoryhub.api.common import TenantAPIView, body_object, int_param
+from memoryhub.api.serializers import ErrorSerializer
+from memoryhub.errors import InvalidInput
+
+
+class InvestigationSerializer(serializers.ModelSerializer):
+    artifact_id = serializers.CharField(source="artifact.artifact_id", read_only=True)
+
+    class Meta:
+        model = Investigation
+        fields = ["id", "artifact_id", "fact", "is_regex", "verdict", "evidence", "elapsed_ms", "actor", "at"]
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AuditEntry
+        fields = [
+            "seq",
+            "at",
+            "actor",
+            "action",
+            "object_type",
+            "object_id",
+            "data",
+            "prev_hash",
+            "entry_hash",
+        ]
+
+
+InvestigateRequest = inline_serializer(
+    "InvestigateRequest",
+    {
+        "fact": serializers.CharField(max_length=500),
+        "regex": serializers.BooleanField(required=False, default=False),
+    },
+)
+VerifyResponse = inline_serializer(
+    "AuditVerifyResponse",
+    {
+        "ok": serializers.BooleanField(),
+        "entries": serializers.IntegerField(),
+        "first_bad_seq": serializers.IntegerField(allow_null=True),
+        "problem": serializers.CharField(allow_null=True),
+        "detail": serializers.CharField(),
+        "head_seq": serializers.IntegerField(),
+        "head_hash": serializers.CharField(),
+    },
+)
+
+
+class ArtifactLineage(TenantAPIView):
+    @extend_schema(
+        summary="Artifact lineage: traces → summary + tail → validation → events → job → lifecycle",
+        responses={200: OpenApiTypes.OBJECT, 404: ErrorSerializer},
+    )
+    def get(self, request, artifact_id: str):
+        return Response(artifact_lineage(get_artifact(request.tenant, artifact_id)))
+
+
+class ArtifactInvestigate(TenantAPIView):
+    @extend_schema(
+        summary="Classify why the artifact missed a fact (text or regex), save and return the investigation",
+        request=InvestigateRequest,
+        responses={
+            201: InvestigationSerializer,
+            400: ErrorSerializer,
+            404: ErrorSerializer,
+            409: ErrorSerializer,
+        },
+    )
+    def post(self, request, artifact_id: str):
+        data = body_object(request)
+        unknown = set(data) - {"fact", "regex"}
+        if unknown:
+            raise InvalidInput(f"unknown field(s) {sorted(unknown)}", code="invalid_body")
+        regex = data.get("regex", False)
+        if not isinstance(regex, bool):
+            raise InvalidInput("regex must be a boolean", code="invalid_regex")
+        artifact = get_artifact(request.tenant, artifact_id)
+        result = investigate(artifact, data.get("fact"), self.actor(), regex=regex)
+        return Response(InvestigationSerializer(result).data, status=status.HTTP_201_CREATED)
+
+
+class ArtifactInvestigations(generics.ListAPIView, TenantAPIView):
+    serializer_class = InvestigationSerializer
+    filter_backends: list = []
+
+    def get_queryset(self):
+        artifact = get_artifact(self.request.tenant, self.kwargs["artifact_id"])
+        return (
+            Investigation.objects.filter(tenant=self.request.tenant, artifact=artifact)
+            .select_related("artifact")
+            .order_by("-at", "-id")
+        )
+
+
+class SummaryDiff(TenantAPIView):
+    @extend_schema(
+        summary="Diff a summary against another version (default: the previous version)",
+        parameters=[OpenApiParameter("against", str, description="summary_id to diff against")],
+        responses={200: OpenApiTypes.OBJECT, 400: ErrorSerializer, 404: ErrorSerializer},
+    )
+    def get(self, request, summary_id: str):
+        base, summary = resolve_pair(request.tenant, summary_id, request.query_params.get("against") or None)
+        return Response(diff_summaries(base, summary))
+
+
+class TraceReplay(TenantAPIView):
+    @extend_schema(
+        summary="Replay bundle of a consumer trace (inputs, configuration, and what is unavailable)",
+        responses={200: OpenApiTypes.OBJECT, 404: ErrorSerializer},
+    )
+    def get(self, request, trace_id: str):
+        return Response(replay_bundle(get_trace(request.tenant, trace_id)))
+
+
+class AuditEntryFilter(django_filters.FilterSet):
+    action = django_filters.CharFilter()
+    action_prefix = django_filters.CharFilter(field_name="action", lookup_expr="startswith")
+    object_type = django_filters.CharFilter()
+    object_id = django_filters.CharFilter()
+    actor = django_filters.CharFilter(lookup_expr="icontains")
+    since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
+    until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lte")
+
+    class Meta:
+        model = AuditEntry
+        fields = ["action", "action_prefix", "object_type", "object_id", "actor", "since", "until"]
+
+
+class AuditLog(generics.ListAPIView, TenantAPIView):
+    """The tenant's audit entries, newest first, filtered and paginated."""
+
+    serializer_class = AuditEntrySerializer
+    filterset_class = AuditEntryFilter
+    ordering_fields = ["seq", "at"]
+
+    def get_queryset(self):
+        return AuditEntry.objects.filter(tenant=self.request.tenant).order_by("-seq")
+
+
+class AuditVerify(TenantAPIView):
+    @extend_schema(
+        summary="Recompute the tenant's audit hash chain",
+        parameters=[
+            OpenApiParameter("checkpoint_seq", int, description="seq of an exported checkpoint"),
+            OpenApiParameter("checkpoint_hash", str, description="entry_hash of that checkpoint"),
+        ],
+        responses={200: VerifyResponse, 400: ErrorSerializer},
+    )
+    def get(self, request):
+        seq = int_param(request.query_params, "checkpoint_seq", None)
+        entry_hash = request.query_params.get("checkpoint_hash")
+        if (seq is None) != (entry_hash is None):
+            raise InvalidInput("checkpoint_seq and checkpoint_hash go together", code="invalid_checkpoint")
+        checkpoint = (
+            {"tenant": request.tenant.slug, "seq": seq, "entry_hash": entry_hash} if seq is not None else None
+        )
+        return Response(verify_chain(request.tenant, checkpoint))
+
+
+urlpatterns = [
+    path("artifacts/<str:artifact_id>/lineage/", ArtifactLineage.as_view(), name="artifact-lineage"),
+    path(
+        "artifacts/<str:artifact_id>/investigate/", ArtifactInvestigate.as_view(), name="artifact-investigate"
+    ),
+    path(
+        "artifacts/<str:artifact_id>/investigations/",
+        ArtifactInvestigations.as_view(),
+        name="artifact-investigations",
+    ),
+    path("summaries/<str:summary_id>/diff/", SummaryDiff.as_view(), name="summary-diff"),
+    path("traces/<str:trace_id>/replay/", TraceReplay.as_view(), name="trace-replay"),
+    path("audit/", AuditLog.as_view(), name="audit-log"),
+    path("audit/verify/", AuditVerify.as_view(), name="audit-verify"),
+]

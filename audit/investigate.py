@@ -1,0 +1,346 @@
+"""Investigations: why did an artifact miss a fact? (seed: "How do you audit an unexpected output?")
+
+For each consumer trace behind the artifact the reconstruction asks, in order:
+
+1. Was it in what the consumer was given (its summary or its tail)? yes → downstream_reasoning_failure
+2. Is the fact in any source event committed before the read?     no  → source_extraction_failure
+3. Was it available but not handed over — in events after the tail the consumer got (up to head
+   at read), or in the summary that was active at read time when the consumer read another one?
+                                                                     yes → assembly_failure
+4. Otherwise it sat only in events the consumed summary covers, and the summary lacks it
+                                                                         → compaction_omission
+
+An artifact produced by several calls gets the most downstream verdict among them (if any call
+had the fact in its context, the miss happened after memory did its job). Evidence stores seqs,
+flags and hashes — never event text — so a later purge does not leave copies behind.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from audit.content import iter_strings, purged_runs, range_label, runs, summary_content
+from audit.lineage import producing_traces
+from audit.models import Investigation, Verdict
+from memoryhub.actors import Actor
+from memoryhub.errors import Conflict, InvalidInput
+from memoryhub.models import (
+    Artifact,
+    ConsumerTrace,
+    Event,
+    LifecycleEvent,
+    LifecycleResult,
+    Summary,
+    SummaryStatus,
+    Workflow,
+)
+
+MAX_FACT_CHARS = 500
+MAX_LISTED = 50  # matches listed per kind of evidence (the counts are always exact)
+SUMMARY_HISTORY = 50  # earlier versions checked for "which summary still had it"
+# Most downstream first: the order in which several traces' verdicts are ranked.
+RANK = [
+    Verdict.DOWNSTREAM_REASONING_FAILURE,
+    Verdict.ASSEMBLY_FAILURE,
+    Verdict.COMPACTION_OMISSION,
+    Verdict.SOURCE_EXTRACTION_FAILURE,
+]
+
+Matcher = Callable[[str], bool]
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def make_matcher(fact: str, *, regex: bool = False) -> Matcher:
+    """Case-insensitive matcher: whitespace-insensitive substring, or a validated regex (400 if bad)."""
+    if not isinstance(fact, str) or not fact.strip():
+        raise InvalidInput("fact must be a non-empty string", code="invalid_fact")
+    if len(fact) > MAX_FACT_CHARS:
+        raise InvalidInput(f"fact must be at most {MAX_FACT_CHARS} characters", code="invalid_fact")
+    if regex:
+        try:
+            pattern = re.compile(fact, re.IGNORECASE)
+        except re.error as exc:
+            raise InvalidInput(f"invalid regular expression: {exc}", code="invalid_regex")
+        return lambda text: pattern.search(text) is not None
+    needle = _normalise(fact)
+    return lambda text: needle in _normalise(text)
+
+
+@dataclass
+class SourceHits:
+    seqs: list[int]
+    matches: list[dict[str, Any]]
+
+
+def search_events(workflow: Workflow, match: Matcher, from_seq: int, to_seq: int | None = None) -> SourceHits:
+    """Seqs of (unpurged) events in [from_seq, to_seq] whose content, facts or refs match."""
+    qs = Event.objects.filter(workflow=workflow, seq__gte=from_seq, purged_at__isnull=True)
+    if to_seq is not None:
+        qs = qs.filter(seq__lte=to_seq)
+    seqs: list[int] = []
+    matches: list[dict[str, Any]] = []
+    rows = qs.order_by("seq").values_list("seq", "kind", "agent", "content", "facts", "refs")
+    for seq, kind, agent, content, facts, refs in rows.iterator(chunk_size=2000):
+        fields = [
+            path
+            for path, text in iter_strings({"content": content, "facts": facts, "refs": refs})
+            if match(text)
+        ]
+        if fields:
+            seqs.append(seq)
+            if len(matches) < MAX_LISTED:
+                matches.append({"seq": seq, "kind": kind, "agent": agent, "fields": fields[:5]})
+    return SourceHits(seqs, matches)
+
+
+def summary_fields(summary: Summary | None, match: Matcher) -> list[str] | None:
+    """Paths inside the summary content that match (None when the content is unavailable)."""
+    if summary is None:
+        return []
+    content = summary_content(summary)
+    if content is None:
+        return None
+    return [path for path, text in iter_strings(content) if match(text)]
+
+
+def active_summary_at(workflow: Workflow, when) -> Summary | None:
+    """Which summary the workflow's pointer named at ``when``, replayed from applied lifecycle events."""
+    pointer: Summary | None = None
+    rows = (
+        LifecycleEvent.objects.filter(workflow=workflow, result=LifecycleResult.APPLIED, at__lte=when)
+        .exclude(to_status="", from_status="")
+        .select_related("summary", "summary__purged_by")
+        .order_by("at", "id")
+    )
+    for e in rows:
+        if e.to_status == SummaryStatus.ACTIVE:
+            pointer = e.summary
+        elif e.from_status == SummaryStatus.ACTIVE and pointer is not None and e.summary_id == pointer.pk:
+            pointer = None
+    return pointer
+
+
+def _brief(summary: Summary | None) -> dict[str, Any] | None:
+    if summary is None:
+        return None
+    return {
+        "summary_id": summary.summary_id,
+        "version": summary.version,
+        "label": summary.label,
+        "covers_from_seq": summary.covers_from_seq,
+        "covers_to_seq": summary.covers_to_seq,
+        "content_hash": summary.content_hash,
+        "status": summary.status,
+    }
+
+
+def _quote(fact: str, regex: bool) -> str:
+    return f"/{fact}/" if regex else f"“{fact}”"
+
+
+def investigate_trace(trace: ConsumerTrace, match: Matcher, fact: str, regex: bool) -> dict[str, Any]:
+    """Reconstruct one consumer's context and classify the miss (see the module docstring)."""
+    workflow = trace.workflow
+    summary = trace.summary
+    watermark = summary.covers_to_seq if summary is not None else trace.summary_watermark
+    head = max(trace.head_seq_at_read, trace.tail_to_seq)
+    hits = search_events(workflow, match, 1, head)
+    later = search_events(workflow, match, head + 1)
+    fields = summary_fields(summary, match)
+    in_summary = bool(fields)
+    tail_seqs = [s for s in hits.seqs if watermark < s <= trace.tail_to_seq]
+    missing_tail = [s for s in hits.seqs if max(watermark, trace.tail_to_seq) < s <= head]
+    covered = [
+        s for s in hits.seqs if summary is not None and summary.covers_from_seq <= s <= summary.covers_to_seq
+    ]
+    active = active_summary_at(workflow, trace.at)
+    active_fields = summary_fields(active, match) if active is not None and active != summary else None
+    active_differs = active is not None and (summary is None or active.pk != summary.pk)
+    q = _quote(fact, regex)
+    label = summary.label if summary is not None else "no summary"
+    tail_label = range_label(watermark + 1, trace.tail_to_seq) if trace.tail_to_seq > watermark else "no tail"
+    if in_summary or tail_seqs:
+        verdict = Verdict.DOWNSTREAM_REASONING_FAILURE
+        where = [f"{label} ({', '.join((fields or [])[:3])})"] if in_summary else []
+        where += [f"consumed tail ({range_label(tail_seqs[0], tail_seqs[-1])})"] if tail_seqs else []
+        explanation = f"{q} was in the context the consumer read: {' and '.join(where)}."
+    elif not hits.seqs:
+        verdict = Verdict.SOURCE_EXTRACTION_FAILURE
+        explanation = (
+            f"{q} is in none of events 1–{head} committed before the read: it never reached the record."
+        )
+    elif missing_tail or (active_differs and active_fields):
+        verdict = Verdict.ASSEMBLY_FAILURE
+        if missing_tail:
+            explanation = (
+                f"{q} is in event(s) {', '.join(map(str, missing_tail[:5]))}, committed before the read "
+                f"(head {head}), but the consumer's tail stopped at {trace.tail_to_seq}."
+            )
+        else:
+            explanation = (
+                f"{q} is in {active.label}, the summary active at read time, but the consumer read {label}."
+            )
+    else:
+        verdict = Verdict.COMPACTION_OMISSION
+        seqs = ", ".join(map(str, hits.seqs[:5]))
+        cover = f"{summary.covers_from_seq}–{summary.covers_to_seq}" if summary is not None else "—"
+        explanation = (
+            f"{q} is in source event(s) {seqs}, covered by {label} ({cover}), but {label}'s content "
+            f"lacks it and the consumed tail ({tail_label}) does not contain it: the compactor dropped it."
+        )
+        if fields is None:
+            explanation += f" ({label}'s content is unavailable: purged.)"
+    unsearchable = purged_runs(workflow, 1, head)
+    if unsearchable and verdict == Verdict.SOURCE_EXTRACTION_FAILURE:
+        explanation += " Purged events could not be searched: " + "; ".join(
+            f"{r['label']} ({r['note']})" for r in unsearchable[:5]
+        )
+    return {
+        "verdict": verdict.value,
+        "explanation": explanation,
+        "trace": {
+            "trace_id": trace.pk,
+            "agent": trace.agent,
+            "agent_run_id": trace.agent_run_id,
+            "model_call_id": trace.model_call_id,
+            "at": trace.at.isoformat(),
+        },
+        "source_seqs": hits.seqs[:MAX_LISTED],
+        "source_match_count": len(hits.seqs),
+        "source_matches": hits.matches,
+        "source_ranges": [list(r) for r in runs(hits.seqs)][:MAX_LISTED],
+        "later_source_seqs": later.seqs[:MAX_LISTED],
+        "covered_seqs": covered[:MAX_LISTED],
+        "in_summary": in_summary,
+        "summary_available": fields is not None,
+        "summary_fields": (fields or [])[:20],
+        "in_tail": bool(tail_seqs),
+        "tail_seqs": tail_seqs[:MAX_LISTED],
+        "missing_tail_seqs": missing_tail[:MAX_LISTED],
+        "active_summary_at_read": (
+            {
+                **_brief(active),
+                "is_consumed": not active_differs,
+                "contains_fact": bool(active_fields) if active_differs else in_summary,
+            }
+            if active is not None
+            else None
+        ),
+        "manifest": {
+            "summary": _brief(summary),
+            "summary_status_at_read": trace.summary_status_at_read,
+            "watermark": watermark,
+            "tail_from_seq": watermark + 1,
+            "tail_to_seq": trace.tail_to_seq,
+            "head_seq_at_read": trace.head_seq_at_read,
+            "context_id": trace.context_id,
+            "manifest_hash": trace.manifest_hash,
+        },
+        "unsearchable": [
+            {"from_seq": r["from_seq"], "to_seq": r["to_seq"], "text": r["text"]} for r in unsearchable
+        ],
+    }
+
+
+def summary_history(workflow: Workflow, match: Matcher, until) -> list[dict[str, Any]]:
+    """Which versions (created up to ``until``) carried the fact — e.g. S1 yes, S2 and S3 no."""
+    rows = (
+        Summary.objects.filter(workflow=workflow, created_at__lte=until)
+        .select_related("purged_by")
+        .order_by("-version")[:SUMMARY_HISTORY]
+    )
+    out = []
+    for s in sorted(rows, key=lambda s: s.version):
+        fields = summary_fields(s, match)
+        out.append({**_brief(s), "contains_fact": bool(fields), "available": fields is not None})
+    return out
+
+
+def reconstruct(artifact: Artifact, fact: str, *, regex: bool = False) -> tuple[str, dict[str, Any]]:
+    """Verdict and evidence for ``fact`` missing from ``artifact`` (no writes)."""
+    match = make_matcher(fact, regex=regex)
+    traces = producing_traces(artifact)
+    if not traces:
+        hits = search_events(artifact.workflow, match, 1)
+        if hits.seqs:
+            raise Conflict(
+                f"artifact {artifact.artifact_id} has no consumer trace, so the context it was built from "
+                f"cannot be reconstructed (the fact is in source events {hits.seqs[:5]})",
+                code="no_consumer_trace",
+            )
+        evidence = {
+            "verdict": Verdict.SOURCE_EXTRACTION_FAILURE.value,
+            "source_seqs": [],
+            "in_summary": False,
+            "in_tail": False,
+            "manifest": None,
+            "trace": None,
+            "summaries": [],
+            "explanation": f"{_quote(fact, regex)} is in no source event of {artifact.workflow.external_id}.",
+        }
+        return Verdict.SOURCE_EXTRACTION_FAILURE.value, {"fact": fact, "regex": regex, **evidence}
+    per_trace = [investigate_trace(t, match, fact, regex) for t in traces]
+    # Most downstream verdict wins; among equals, the latest call.
+    primary_index = min(
+        range(len(per_trace)), key=lambda i: (RANK.index(Verdict(per_trace[i]["verdict"])), -i)
+    )
+    primary = per_trace[primary_index]
+    evidence = {
+        "fact": fact,
+        "regex": regex,
+        **primary,
+        "summaries": summary_history(artifact.workflow, match, traces[primary_index].at),
+        "other_traces": [
+            {
+                "trace_id": p["trace"]["trace_id"],
+                "model_call_id": p["trace"]["model_call_id"],
+                "verdict": p["verdict"],
+            }
+            for i, p in enumerate(per_trace)
+            if i != primary_index
+        ],
+    }
+    return primary["verdict"], evidence
+
+
+def investigate(artifact: Artifact, fact: str, actor: Actor, *, regex: bool = False) -> Investigation:
+    """Reconstruct, classify and save an investigation (with its audit entry, in one transaction)."""
+    from audit.log import record
+
+    started = time.perf_counter()
+    verdict, evidence = reconstruct(artifact, fact, regex=regex)
+    elapsed_ms = round((time.perf_counter() - started) * 1000, 2)
+    with transaction.atomic():
+        investigation = Investigation.objects.create(
+            tenant=artifact.tenant,
+            artifact=artifact,
+            fact=fact,
+            is_regex=regex,
+            verdict=verdict,
+            evidence=evidence,
+            elapsed_ms=elapsed_ms,
+            actor=str(actor),
+        )
+        record(
+            artifact.tenant,
+            actor,
+            "artifact.investigate",
+            artifact,
+            {
+                "investigation": investigation.pk,
+                "fact": fact,
+                "regex": regex,
+                "verdict": verdict,
+                "elapsed_ms": elapsed_ms,
+            },
+        )
+    return investigation

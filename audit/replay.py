@@ -1,0 +1,227 @@
+"""Replay bundles: everything preserved to re-run one consumer's model call, as one JSON document.
+
+Reproduction is best effort (models are nondeterministic and external tools change), so the bundle
+is explicit about what it could not include: ``unavailable`` names each missing part and why
+(e.g. "events 5-9: purged by prg_… on 2026-…"). Bytes are verified against their recorded hashes
+so a replay never silently runs on altered inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+
+from audit.content import range_label, runs, summary_unavailable
+from audit.lineage import compactor_config, job_ref, summary_job, validation_records
+from memoryhub.canonical import hash_text, sha256_hex
+from memoryhub.errors import NotFound
+from memoryhub.models import ConsumerTrace, Event, Tenant
+
+BUNDLE_SCHEMA = "memoryhub.replay/v1"
+
+
+def get_trace(tenant: Tenant, trace_id: str | int) -> ConsumerTrace:
+    """The tenant's consumer trace by its id (404 for unknown ids and other tenants' traces)."""
+    try:
+        pk = int(trace_id)
+    except (TypeError, ValueError):
+        raise NotFound(f"trace {trace_id!r} not found", code="trace_not_found")
+    trace = (
+        ConsumerTrace.objects.filter(tenant=tenant, pk=pk)
+        .select_related("workflow", "summary", "summary__purged_by", "summary__job")
+        .first()
+    )
+    if trace is None:
+        raise NotFound(f"trace {trace_id!r} not found", code="trace_not_found")
+    return trace
+
+
+def _event_dict(e: Event) -> dict[str, Any]:
+    return {
+        "seq": e.seq,
+        "client_event_id": e.client_event_id,
+        "kind": e.kind,
+        "agent": e.agent,
+        "role": e.role,
+        "content": e.content,
+        "content_hash": e.content_hash,
+        "token_count": e.token_count,
+        "tool_call_id": e.tool_call_id,
+        "facts": e.facts,
+        "refs": e.refs,
+        "side_effect": e.side_effect,
+        "created_at": e.created_at.isoformat(),
+    }
+
+
+def _missing(part: str, reason: str, **extra: Any) -> dict[str, Any]:
+    return {"part": part, "reason": reason, "text": f"{part}: {reason}", **extra}
+
+
+def _manifest_check(trace: ConsumerTrace, summary_dict: dict | None, events: list[dict]) -> dict[str, Any]:
+    """The recorded manifest hash (recomputed once the context service exposes its manifest shape)."""
+    return {"recorded": trace.manifest_hash, "recomputed": None, "matches": None}
+
+
+def replay_bundle(trace: ConsumerTrace) -> dict[str, Any]:
+    """The replay bundle of ``trace`` (see the module docstring)."""
+    workflow = trace.workflow
+    summary = trace.summary
+    unavailable: list[dict[str, Any]] = []
+    watermark = summary.covers_to_seq if summary is not None else trace.summary_watermark
+
+    summary_part: dict[str, Any] | None = None
+    validator: list[dict[str, Any]] = []
+    job = None
+    if summary is not None:
+        purged = summary_unavailable(summary)
+        content = None if purged else summary.content
+        summary_part = {
+            "summary_id": summary.summary_id,
+            "version": summary.version,
+            "status": summary.status,
+            "status_at_read": trace.summary_status_at_read,
+            "content_schema": summary.content_schema,
+            "content": content,
+            "content_hash": summary.content_hash,
+            "hash_verified": None
+            if content is None
+            else sha256_hex(content.encode("utf-8")) == summary.content_hash,
+            "covers_from_seq": summary.covers_from_seq,
+            "covers_to_seq": summary.covers_to_seq,
+            "source_revision": summary.source_revision,
+            "source_refs": summary.source_refs,
+            "excluded_categories": summary.excluded_categories,
+            "token_count": summary.token_count,
+            "storage_location": summary.storage_location,
+        }
+        if purged:
+            purge = summary.purged_by
+            unavailable.append(
+                _missing(
+                    f"summary {summary.label} content",
+                    f"purged by {purge.purge_id} on {purge.at.date().isoformat()}",
+                    purge_id=purge.purge_id,
+                )
+            )
+        elif not summary_part["hash_verified"]:
+            unavailable.append(
+                _missing(
+                    f"summary {summary.label} content",
+                    "its bytes do not match the recorded content_hash (integrity failure)",
+                )
+            )
+        validator = validation_records(summary)
+        if not validator:
+            unavailable.append(
+                _missing("validator configuration", f"{summary.label} has no validation record")
+            )
+        job = summary_job(summary)
+
+    tail_from, tail_to = watermark + 1, trace.tail_to_seq
+    events = list(
+        Event.objects.filter(workflow=workflow, seq__gte=tail_from, seq__lte=tail_to)
+        .select_related("purge")
+        .order_by("seq")
+    )
+    tail_events, purged_by_run, bad_hash = [], [], []
+    for e in events:
+        if e.purged_at is not None:
+            purged_by_run.append(e)
+            continue
+        if hash_text(e.content) != e.content_hash:
+            bad_hash.append(e.seq)
+        tail_events.append(_event_dict(e))
+    _purged_parts(purged_by_run, unavailable)
+    for a, b in runs(bad_hash):
+        unavailable.append(_missing(range_label(a, b), "content does not match the recorded content_hash"))
+
+    for field, label in (
+        ("context_id", "context id"),
+        ("manifest_hash", "context manifest hash"),
+        ("graph_release", "graph release"),
+        ("checkpoint_id", "checkpoint id"),
+        ("model", "consumer model id"),
+    ):
+        if not getattr(trace, field):
+            unavailable.append(_missing(label, "not recorded by the consumer trace"))
+
+    summary_for_manifest = (
+        {"summary_id": summary.summary_id, "content_hash": summary.content_hash}
+        if summary is not None
+        else None
+    )
+    return {
+        "schema": BUNDLE_SCHEMA,
+        "generated_at": timezone.now().isoformat(),
+        "tenant": workflow.tenant.slug,
+        "workflow": {
+            "external_id": workflow.external_id,
+            "name": workflow.name,
+            "graph_release": workflow.graph_release,
+            "head_seq": workflow.head_seq,
+        },
+        "trace": {
+            "trace_id": trace.pk,
+            "agent": trace.agent,
+            "agent_run_id": trace.agent_run_id,
+            "model_call_id": trace.model_call_id,
+            "at": trace.at.isoformat(),
+            "flags": trace.flags,
+            "input_tokens": trace.input_tokens,
+            "source_refs": trace.source_refs,
+            "head_seq_at_read": trace.head_seq_at_read,
+        },
+        "context_id": trace.context_id,
+        "manifest_hash": trace.manifest_hash,
+        "manifest_check": _manifest_check(trace, summary_for_manifest, tail_events),
+        "graph_release": trace.graph_release,
+        "checkpoint_id": trace.checkpoint_id,
+        "model_ids": {
+            "consumer": trace.model,
+            "compactor": summary.model if summary is not None else None,
+        },
+        "summary": summary_part,
+        "compactor": compactor_config(summary) if summary is not None else None,
+        "validator": validator,
+        "compaction_job": job_ref(job),
+        "tail": {
+            "from_seq": tail_from,
+            "to_seq": tail_to,
+            "expected_events": max(0, tail_to - tail_from + 1),
+            "events": tail_events,
+        },
+        "tail_gap": (
+            {"from_seq": max(tail_to, watermark) + 1, "to_seq": trace.head_seq_at_read}
+            if trace.head_seq_at_read > max(tail_to, watermark)
+            else None
+        ),
+        "unavailable": unavailable,
+        "complete": not unavailable,
+    }
+
+
+def _purged_parts(purged: list[Event], unavailable: list[dict[str, Any]]) -> None:
+    """Group purged tail events into runs per purge: "events 5-9: purged by prg_… on <date>"."""
+    group: list[Event] = []
+
+    def flush() -> None:
+        if group:
+            p = group[0]
+            purge_id = p.purge.purge_id if p.purge_id else "unknown purge"
+            day = p.purged_at.date().isoformat()
+            unavailable.append(
+                _missing(
+                    range_label(group[0].seq, group[-1].seq),
+                    f"purged by {purge_id} on {day}",
+                    purge_id=purge_id,
+                )
+            )
+
+    for e in purged:
+        if group and (e.seq != group[-1].seq + 1 or e.purge_id != group[0].purge_id):
+            flush()
+            group = []
+        group.append(e)
+    flush()

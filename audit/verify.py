@@ -1,0 +1,216 @@
+"""Verification of a tenant's hash-chained audit log.
+
+The chain is walked in seq order and every entry is recomputed: its ``entry_hash`` must equal the
+hash of its body, its ``prev_hash`` must equal the previous entry's hash, and seqs must be gapless
+from 1. The walk stops at the first bad entry and says what kind of tampering it looks like:
+
+- ``edited``     an entry's body no longer matches its hash (or its hash was recomputed, which
+                 the next entry's ``prev_hash`` — or the chain head — still contradicts);
+- ``deleted``    a seq is missing from the middle of the chain;
+- ``reordered``  an entry links to a predecessor that sits elsewhere in the chain;
+- ``truncated``  entries are missing from the end: the chain head row or an exported checkpoint
+                 names a seq the log no longer reaches.
+
+A checkpoint (``export_checkpoint``) is what makes truncation provable when the head row was
+rewritten too: keep it outside the database and pass it back to ``verify_chain``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from audit.log import GENESIS_HASH, compute_entry_hash
+from audit.models import AuditChainHead, AuditEntry
+from memoryhub.errors import InvalidInput
+from memoryhub.models import Tenant
+
+CHUNK = 2000
+
+
+def _result(
+    ok: bool, entries: int, first_bad_seq: int | None, problem: str | None, detail: str, **extra: Any
+):
+    return {
+        "ok": ok,
+        "entries": entries,
+        "first_bad_seq": first_bad_seq,
+        "problem": problem,
+        "detail": detail,
+        **extra,
+    }
+
+
+def _links_elsewhere(tenant: Tenant, prev_hash: str, exclude_seq: int) -> int | None:
+    """The seq of another entry whose hash this entry's prev_hash names (only looked up on a break)."""
+    other = (
+        AuditEntry.objects.filter(tenant=tenant, entry_hash=prev_hash)
+        .exclude(seq=exclude_seq)
+        .values_list("seq", flat=True)
+        .first()
+    )
+    return other
+
+
+def parse_checkpoint(tenant: Tenant, checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Validate a checkpoint ``{tenant, seq, entry_hash}`` for ``tenant`` (400 on a malformed one)."""
+    if checkpoint is None:
+        return None
+    if not isinstance(checkpoint, dict):
+        raise InvalidInput(
+            "checkpoint must be an object {tenant, seq, entry_hash}", code="invalid_checkpoint"
+        )
+    seq, entry_hash = checkpoint.get("seq"), checkpoint.get("entry_hash")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+        raise InvalidInput("checkpoint.seq must be a non-negative integer", code="invalid_checkpoint")
+    if not isinstance(entry_hash, str) or not entry_hash.startswith("sha256:") or len(entry_hash) != 71:
+        raise InvalidInput(
+            "checkpoint.entry_hash must be 'sha256:' + 64 hex digits", code="invalid_checkpoint"
+        )
+    named = checkpoint.get("tenant")
+    if named not in (None, "", tenant.slug):
+        raise InvalidInput(
+            f"checkpoint is for tenant {named!r}, not {tenant.slug!r}", code="invalid_checkpoint"
+        )
+    return {"tenant": tenant.slug, "seq": seq, "entry_hash": entry_hash}
+
+
+def export_checkpoint(tenant: Tenant) -> dict[str, Any]:
+    """The tenant's current chain head as a checkpoint to keep outside the database."""
+    last = AuditEntry.objects.filter(tenant=tenant).order_by("-seq").values("seq", "entry_hash", "at").first()
+    if last is None:
+        return {"tenant": tenant.slug, "seq": 0, "entry_hash": GENESIS_HASH, "at": None}
+    return {
+        "tenant": tenant.slug,
+        "seq": last["seq"],
+        "entry_hash": last["entry_hash"],
+        "at": last["at"].isoformat(),
+    }
+
+
+def verify_chain(tenant: Tenant, checkpoint: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Recompute ``tenant``'s chain; returns ``{ok, entries, first_bad_seq, problem, detail, head_seq,
+    head_hash, checkpoint}``. ``entries`` counts the entries read before the walk stopped."""
+    checkpoint = parse_checkpoint(tenant, checkpoint)
+    prev_hash, prev_seq, prev_at = GENESIS_HASH, 0, None
+    count = 0
+    checkpoint_seen = checkpoint is None or checkpoint["seq"] == 0
+    if checkpoint is not None and checkpoint["seq"] == 0 and checkpoint["entry_hash"] != GENESIS_HASH:
+        return _result(
+            False,
+            0,
+            0,
+            "edited",
+            "checkpoint at seq 0 must name the genesis hash",
+            head_seq=0,
+            head_hash=GENESIS_HASH,
+            checkpoint=checkpoint,
+        )
+    entries = AuditEntry.objects.filter(tenant=tenant).order_by("seq")
+    for entry in entries.iterator(chunk_size=CHUNK):
+        count += 1
+        expected_seq = prev_seq + 1
+        extra = {"head_seq": prev_seq, "head_hash": prev_hash, "checkpoint": checkpoint}
+        if entry.seq != expected_seq:
+            return _result(
+                False,
+                count,
+                expected_seq,
+                "deleted",
+                f"seq {expected_seq}–{entry.seq - 1} missing: the chain jumps from {prev_seq} to {entry.seq}",
+                **extra,
+            )
+        body_ok = compute_entry_hash(entry) == entry.entry_hash
+        link_ok = entry.prev_hash == prev_hash
+        if not link_ok:
+            elsewhere = _links_elsewhere(tenant, entry.prev_hash, entry.seq)
+            if elsewhere is not None or (prev_at is not None and entry.at < prev_at):
+                where = f"entry {elsewhere}" if elsewhere is not None else "an entry out of order"
+                return _result(
+                    False,
+                    count,
+                    entry.seq,
+                    "reordered",
+                    f"entry {entry.seq} follows {where}, not entry {prev_seq}",
+                    **extra,
+                )
+            if body_ok:
+                # The entry is self-consistent, so the predecessor's hash changed after this entry
+                # was written: the predecessor was edited and its hash recomputed.
+                return _result(
+                    False,
+                    count,
+                    prev_seq,
+                    "edited",
+                    f"entry {prev_seq} no longer has the hash entry {entry.seq} recorded as its predecessor",
+                    **extra,
+                )
+        if not body_ok:
+            return _result(
+                False,
+                count,
+                entry.seq,
+                "edited",
+                f"entry {entry.seq}'s contents do not match its entry_hash",
+                **extra,
+            )
+        if not link_ok:
+            return _result(
+                False,
+                count,
+                entry.seq,
+                "edited",
+                f"entry {entry.seq}'s prev_hash does not match entry {prev_seq}",
+                **extra,
+            )
+        if checkpoint is not None and entry.seq == checkpoint["seq"]:
+            checkpoint_seen = True
+            if entry.entry_hash != checkpoint["entry_hash"]:
+                return _result(
+                    False,
+                    count,
+                    entry.seq,
+                    "edited",
+                    f"entry {entry.seq} does not have the hash recorded in the checkpoint",
+                    **extra,
+                )
+        prev_hash, prev_seq, prev_at = entry.entry_hash, entry.seq, entry.at
+    extra = {"head_seq": prev_seq, "head_hash": prev_hash, "checkpoint": checkpoint}
+    if not checkpoint_seen:
+        return _result(
+            False,
+            count,
+            prev_seq + 1,
+            "truncated",
+            f"the checkpoint names seq {checkpoint['seq']} but the log ends at {prev_seq}",
+            **extra,
+        )
+    head = AuditChainHead.objects.filter(tenant=tenant).values("seq", "entry_hash").first()
+    if head is not None:
+        if head["seq"] > prev_seq:
+            return _result(
+                False,
+                count,
+                prev_seq + 1,
+                "truncated",
+                f"the chain head says seq {head['seq']} but the log ends at {prev_seq}",
+                **extra,
+            )
+        if head["seq"] == prev_seq and head["entry_hash"] != prev_hash:
+            return _result(
+                False,
+                count,
+                prev_seq,
+                "edited",
+                f"entry {prev_seq} does not have the hash the chain head recorded",
+                **extra,
+            )
+        if head["seq"] < prev_seq:
+            return _result(
+                False,
+                count,
+                head["seq"] + 1,
+                "head_mismatch",
+                f"entries after the chain head ({head['seq']}) exist",
+                **extra,
+            )
+    return _result(True, count, None, None, f"{count} entries verified", **extra)

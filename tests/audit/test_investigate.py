@@ -1,0 +1,226 @@
+"""Investigations: every verdict, text and regex matching, evidence, saving, API and page."""
+
+from __future__ import annotations
+
+import pytest
+
+from audit.investigate import investigate
+from audit.models import AuditEntry, Investigation
+from memoryhub.actors import Actor
+from memoryhub.errors import InvalidInput
+from tests.audit import factories as f
+
+ACTOR = Actor.user("bob")
+
+
+def test_incident_is_a_compaction_omission_with_the_source_seq(incident):
+    inv = investigate(incident.artifact, "401 Unauthorized", ACTOR)
+    ev = inv.evidence
+    assert inv.verdict == "compaction_omission"
+    assert ev["source_seqs"] == [7]
+    assert ev["covered_seqs"] == [7]
+    assert ev["in_summary"] is False and ev["in_tail"] is False
+    assert ev["manifest"]["summary"]["summary_id"] == incident.s3.summary_id
+    assert ev["manifest"]["summary"]["content_hash"] == incident.s3.content_hash
+    assert (ev["manifest"]["tail_from_seq"], ev["manifest"]["tail_to_seq"]) == (31, 40)
+    assert ev["manifest"]["manifest_hash"] == incident.trace.manifest_hash
+    # S1 still carried the requirement; c2's S2 and S3 dropped it.
+    assert [(s["label"], s["contains_fact"]) for s in ev["summaries"]] == [
+        ("S1", True),
+        ("S2", False),
+        ("S3", False),
+    ]
+    assert inv.elapsed_ms > 0
+    assert "event(s) 7" in ev["explanation"] and "S3" in ev["explanation"]
+    # Evidence keeps seqs and hashes, never event text (a purge must not leave copies behind).
+    assert "WWW-Authenticate" not in str(ev)
+
+
+def test_match_is_case_and_whitespace_insensitive(incident):
+    inv = investigate(incident.artifact, "401 UNAUTHORIZED", ACTOR)
+    assert inv.verdict == "compaction_omission" and inv.evidence["source_seqs"] == [7]
+
+
+def test_regex_match_and_invalid_regex(incident):
+    inv = investigate(incident.artifact, r"40[13]\s+unauth\w+", ACTOR, regex=True)
+    assert inv.verdict == "compaction_omission" and inv.evidence["source_seqs"] == [7]
+    assert inv.is_regex
+    with pytest.raises(InvalidInput) as exc:
+        investigate(incident.artifact, "401 (Unauthorized", ACTOR, regex=True)
+    assert exc.value.code == "invalid_regex"
+    assert Investigation.objects.count() == 1
+
+
+def test_fact_in_no_source_event_is_source_extraction_failure(incident):
+    inv = investigate(incident.artifact, "429 Too Many Requests", ACTOR)
+    assert inv.verdict == "source_extraction_failure"
+    assert inv.evidence["source_seqs"] == []
+
+
+def test_fact_in_consumed_tail_or_summary_is_downstream_reasoning(incident):
+    in_tail = investigate(incident.artifact, "draft suite T49 published", ACTOR)
+    assert in_tail.verdict == "downstream_reasoning_failure"
+    assert in_tail.evidence["in_tail"] is True and in_tail.evidence["tail_seqs"] == [36]
+    in_summary = investigate(incident.artifact, "bug-88", ACTOR)
+    assert in_summary.verdict == "downstream_reasoning_failure"
+    assert in_summary.evidence["in_summary"] is True
+    assert any(p.startswith("facts[") for p in in_summary.evidence["summary_fields"])
+
+
+def test_tail_cut_short_is_assembly_failure(incident):
+    wf = incident.workflow
+    short = f.make_trace(wf, incident.s3, 33, head=40, call="call-short")
+    artifact = f.make_artifact(wf, "T58", [short])
+    inv = investigate(artifact, "published to staging", ACTOR)
+    assert inv.verdict == "assembly_failure"
+    assert inv.evidence["missing_tail_seqs"] == [36]
+    assert inv.evidence["in_tail"] is False
+
+
+def test_reading_a_summary_other_than_the_active_one_is_assembly_failure(tenant):
+    from tests.helpers import make_workflow
+
+    wf = make_workflow(tenant, "wf-stale-read")
+    f.history(wf, 20, {5: "Refunds need the refunds:write scope."})
+    old = f.make_summary(wf, 10, f.content("Nothing about scopes."))
+    f.activate(old)
+    new = f.make_summary(wf, 12, f.content("Refunds need the refunds:write scope."))
+    f.activate(new)
+    # The consumer read the superseded version (and the tail after it) while `new` was active.
+    trace = f.make_trace(wf, old, 20, call="call-old")
+    artifact = f.make_artifact(wf, "R1", [trace])
+    inv = investigate(artifact, "refunds:write scope", ACTOR)
+    assert inv.verdict == "assembly_failure"
+    assert inv.evidence["active_summary_at_read"]["summary_id"] == new.summary_id
+    assert inv.evidence["active_summary_at_read"]["contains_fact"] is True
+
+
+def test_most_downstream_trace_wins(incident):
+    wf = incident.workflow
+    other = f.make_trace(wf, incident.s1, 40, call="call-with-s1")
+    incident.artifact.produced_by.add(other)
+    inv = investigate(incident.artifact, "401 Unauthorized", ACTOR)
+    assert inv.verdict == "downstream_reasoning_failure"
+    assert inv.evidence["trace"]["model_call_id"] == "call-with-s1"
+    assert inv.evidence["other_traces"] == [
+        {"trace_id": incident.trace.pk, "model_call_id": "call-pub-0007-03", "verdict": "compaction_omission"}
+    ]
+
+
+def test_purged_source_events_are_named_as_unsearchable(incident):
+    f.purge_events(incident.workflow, [7], purge_id="prg_erase7")
+    inv = investigate(incident.artifact, "401 Unauthorized", ACTOR)
+    assert inv.verdict == "source_extraction_failure"
+    assert inv.evidence["unsearchable"][0]["from_seq"] == 7
+    assert "purged by prg_erase7" in inv.evidence["unsearchable"][0]["text"]
+    assert "prg_erase7" in inv.evidence["explanation"]
+
+
+def test_investigation_is_saved_with_an_audit_entry(incident):
+    inv = investigate(incident.artifact, "401 Unauthorized", ACTOR)
+    entry = AuditEntry.objects.filter(tenant=incident.workflow.tenant, action="artifact.investigate").get()
+    assert (entry.object_type, entry.object_id) == ("artifact", "T57")
+    assert entry.data["investigation"] == inv.pk and entry.data["verdict"] == "compaction_omission"
+
+
+def test_artifact_without_trace(tenant):
+    from tests.helpers import make_workflow
+
+    wf = make_workflow(tenant, "wf-untraced")
+    f.history(wf, 5, {2: "the 401 rule"})
+    artifact = f.make_artifact(wf, "X1", [])
+    assert investigate(artifact, "nowhere to be found", ACTOR).verdict == "source_extraction_failure"
+    with pytest.raises(Exception) as exc:
+        investigate(artifact, "401 rule", ACTOR)
+    assert getattr(exc.value, "code", "") == "no_consumer_trace"
+
+
+# --- API ---------------------------------------------------------------------------------------------
+
+
+def test_api_investigate_and_list(incident, bob, carol):
+    url = "/api/v1/artifacts/T57/investigate/"
+    resp = bob.api.post(url, {"fact": "401 Unauthorized"}, format="json")
+    assert resp.status_code == 201, resp.content
+    body = resp.json()
+    assert body["verdict"] == "compaction_omission"
+    assert body["evidence"]["source_seqs"] == [7]
+    assert body["evidence"]["in_summary"] is False and body["evidence"]["in_tail"] is False
+    assert body["elapsed_ms"] > 0
+    listing = carol.api.get("/api/v1/artifacts/T57/investigations/").json()
+    assert [i["id"] for i in listing["results"]] == [body["id"]]
+    # Viewers may read but not investigate.
+    assert carol.api.post(url, {"fact": "x"}, format="json").status_code == 403
+
+
+@pytest.mark.parametrize(
+    "payload, code",
+    [
+        ({"fact": "(", "regex": True}, "invalid_regex"),
+        ({"fact": ""}, "invalid_fact"),
+        ({}, "invalid_fact"),
+        ({"fact": "x" * 501}, "invalid_fact"),
+        ({"fact": "x", "regex": "yes"}, "invalid_regex"),
+        ({"fact": "x", "extra": 1}, "invalid_body"),
+    ],
+)
+def test_api_investigate_rejects_bad_input_and_writes_nothing(incident, api, payload, code):
+    before = AuditEntry.objects.count()
+    resp = api.post("/api/v1/artifacts/T57/investigate/", payload, format="json")
+    assert resp.status_code == 400
+    assert resp.json()["error"] == code
+    assert Investigation.objects.count() == 0 and AuditEntry.objects.count() == before
+
+
+def test_api_other_tenant_gets_404(incident, mallory):
+    assert (
+        mallory.api.post("/api/v1/artifacts/T57/investigate/", {"fact": "401"}, format="json").status_code
+        == 404
+    )
+    assert mallory.api.get("/api/v1/artifacts/T57/investigations/").status_code == 404
+
+
+# --- page ------------------------------------------------------------------------------------------------
+
+
+def test_page_form_runs_and_shows_investigation(incident, bob):
+    bob.web.get("/artifacts/T57/")
+    token = bob.web.cookies["csrftoken"].value
+    resp = bob.web.post(
+        "/artifacts/T57/investigate/", {"fact": "401 Unauthorized", "csrfmiddlewaretoken": token}
+    )
+    assert resp.status_code == 302
+    inv = Investigation.objects.get()
+    assert resp["Location"].endswith(f"#investigation-{inv.pk}")
+    html = bob.web.get("/artifacts/T57/").content.decode()
+    assert f'id="investigation-{inv.pk}"' in html
+    assert 'data-verdict="compaction_omission"' in html
+    assert (
+        'data-version="S3" data-contains="false"' in html and 'data-version="S1" data-contains="true"' in html
+    )
+    assert "/workflows/api-tests-42/events/7-7/?q=401%20Unauthorized" in html
+
+
+def test_page_bad_regex_is_400_with_message(incident, bob):
+    bob.web.get("/artifacts/T57/")
+    token = bob.web.cookies["csrftoken"].value
+    resp = bob.web.post(
+        "/artifacts/T57/investigate/", {"fact": "(", "regex": "on", "csrfmiddlewaretoken": token}
+    )
+    assert resp.status_code == 400
+    assert "invalid regular expression" in resp.content.decode()
+    assert Investigation.objects.count() == 0
+
+
+def test_page_viewer_cannot_investigate_and_csrf_is_enforced(incident, carol, bob):
+    assert 'id="investigate-form"' not in carol.web.get("/artifacts/T57/").content.decode()
+    carol.web.get("/artifacts/T57/")
+    token = carol.web.cookies["csrftoken"].value
+    assert (
+        carol.web.post(
+            "/artifacts/T57/investigate/", {"fact": "401", "csrfmiddlewaretoken": token}
+        ).status_code
+        == 403
+    )
+    assert bob.web.post("/artifacts/T57/investigate/", {"fact": "401"}).status_code == 403  # no CSRF token
+    assert Investigation.objects.count() == 0
