@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -31,6 +28,7 @@ from memoryhub.compaction.samples import as_source_events, payments_workflow
 from memoryhub.compaction.tokens import encoding_for_model, get_encoding, truncate_to_tokens
 from memoryhub.facts import is_mandatory
 from memoryhub.validation import validate_summary
+from tests.memoryhub.llm_endpoint import FakeLLM, fake_llm
 
 
 def fact(key: str, kind: str, text: str, state: str = "info") -> dict[str, str]:
@@ -400,70 +398,10 @@ def test_property_extractive_output_always_validates(events, budget, split):
 # -- openai-chat-v1 against a real local HTTP server -------------------------------------------
 
 
-@dataclass
-class FakeLLM:
-    """A local OpenAI-compatible endpoint: records requests, answers from ``reply``."""
-
-    url: str = ""
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    status: int = 200
-    delay: float = 0.0
-    model_id: str = "gpt-test-2026-01-15"
-    narrative: str = "The agents specified POST /payments and generated tests; approval-12 is pending."
-    raw_content: str | None = None
-
-    def body(self) -> bytes:
-        if self.status != 200:
-            return json.dumps({"error": {"message": "upstream exploded"}}).encode()
-        content = (
-            self.raw_content if self.raw_content is not None else json.dumps({"narrative": self.narrative})
-        )
-        return json.dumps(
-            {
-                "id": "chatcmpl-1",
-                "object": "chat.completion",
-                "model": self.model_id,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
-                "usage": {"prompt_tokens": 321, "completion_tokens": 45, "total_tokens": 366},
-            }
-        ).encode()
-
-
 @pytest.fixture
 def llm() -> Iterator[FakeLLM]:
-    state = FakeLLM()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers["Content-Length"])
-            state.requests.append(
-                {
-                    "path": self.path,
-                    "auth": self.headers.get("Authorization"),
-                    "json": json.loads(self.rfile.read(length)),
-                }
-            )
-            time.sleep(state.delay)
-            payload = state.body()
-            try:
-                self.send_response(state.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (timeout test)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    yield state
-    server.shutdown()
-    server.server_close()
+    with fake_llm() as server:
+        yield server
 
 
 def llm_compactor(llm: FakeLLM, **overrides):
