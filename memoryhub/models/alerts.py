@@ -101,6 +101,9 @@ class AlertEvaluation(models.Model):
     rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="evaluations")
     at = models.DateTimeField()
     value = models.FloatField(null=True, blank=True)
+    # The metric's raw reading at this evaluation, before the rule's window aggregation: max/min/avg
+    # over the window reduce these (reducing ``value`` would carry a peak forward forever).
+    sample = models.FloatField(null=True, blank=True)
     state = models.CharField(max_length=8, choices=AlertState.choices)
     warning_threshold = models.FloatField(null=True, blank=True)
     critical_threshold = models.FloatField(null=True, blank=True)
