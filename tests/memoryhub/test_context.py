@@ -1,0 +1,154 @@
+"""GET /api/v1/workflows/{wf}/context/: active summary + the whole tail, read-after-write, manifest."""
+
+from __future__ import annotations
+
+import pytest
+
+from memoryhub.context import (
+    CONTEXT_ID_PREFIX,
+    ReadCoordinates,
+    manifest_hash,
+    parse_context_id,
+    recompute_manifest_hash,
+)
+from memoryhub.errors import InvalidInput
+from memoryhub.models import Event, Workflow
+from tests.helpers import append, append_n, event, make_workflow
+from tests.memoryhub.summary_helpers import activated, add_events, build_workflow
+
+pytestmark = pytest.mark.django_db
+
+URL = "/api/v1/workflows/{}/context/"
+
+
+def read(client, wf: str = "wf", **params):
+    return client.get(URL.format(wf), params)
+
+
+def test_without_a_summary_the_whole_history_is_the_tail(api, tenant):
+    workflow = make_workflow(tenant, "wf")
+    append(workflow, [event(i) for i in range(1, 6)])
+    r = read(api)
+    assert r.status_code == 200, r.content
+    body = r.json()
+    assert body["summary"] is None
+    assert [e["seq"] for e in body["tail"]] == [1, 2, 3, 4, 5]
+    assert body["head_seq"] == 5 and body["tail_from_seq"] == 1 and body["tail_to_seq"] == 5
+    workflow.refresh_from_db()
+    assert body["tokens"] == {"summary": 0, "tail": workflow.total_tokens, "total": workflow.total_tokens}
+    assert body["tail"][0]["content"] == event(1)["content"]
+    assert body["tail"][0]["content_hash"].startswith("sha256:")
+
+
+def test_active_summary_plus_every_event_after_its_watermark(api, tenant):
+    workflow = build_workflow(tenant, "wf", n=30)
+    summary = activated(workflow, 1, 22)
+    add_events(workflow, 31, 34)
+    body = read(api).json()
+    assert body["summary"]["summary_id"] == summary.summary_id
+    assert body["summary"]["status"] == "ACTIVE"
+    assert body["summary"]["covers_to_seq"] == 22
+    assert body["summary"]["content"]["facts"][0]["key"] == "scope-10"
+    assert body["summary"]["content_hash"] == summary.content_hash
+    assert [e["seq"] for e in body["tail"]] == list(range(23, 35))
+    workflow.refresh_from_db()
+    # The served totals agree with the running totals maintained at append/activation.
+    assert body["tokens"]["summary"] == summary.token_count == workflow.summary_tokens
+    assert body["tokens"]["tail"] == workflow.tail_tokens
+    assert body["tokens"]["total"] == workflow.history_tokens
+    assert body["active_revision"] == workflow.active_revision
+
+
+def test_the_tail_is_never_truncated(api, tenant):
+    workflow = make_workflow(tenant, "wf")
+    append_n(workflow, 1200)
+    body = read(api).json()
+    assert len(body["tail"]) == 1200
+    assert [e["seq"] for e in body["tail"]] == list(range(1, 1201))
+
+
+def test_min_seq_guards_read_after_write(api, tenant):
+    workflow = make_workflow(tenant, "wf")
+    append(workflow, [event(i) for i in range(1, 4)])
+    assert read(api, min_seq=3).status_code == 200
+    r = read(api, min_seq=4)
+    assert r.status_code == 409
+    assert r.json() == {
+        "error": "stale_context",
+        "detail": "workflow head is 3, below min_seq 4: refusing to serve stale context",
+        "head_seq": 3,
+        "min_seq": 4,
+    }
+    bad = read(api, min_seq="three")
+    assert bad.status_code == 400 and bad.json()["error"] == "invalid_parameter"
+
+
+def test_other_tenants_workflow_is_404_and_viewers_may_read(api, carol, mallory, tenant):
+    workflow = make_workflow(tenant, "wf")
+    append(workflow, [event(1)])
+    assert read(mallory.api).status_code == 404
+    assert read(carol.api).status_code == 200
+    assert read(api, wf="nope").json()["error"] == "workflow_not_found"
+
+
+def test_manifest_names_exactly_what_was_returned_and_can_be_recomputed(api, tenant):
+    workflow = build_workflow(tenant, "wf", n=20)
+    summary = activated(workflow, 1, 15)
+    body = read(api).json()
+    workflow.refresh_from_db()
+    tail = [(e["seq"], e["content_hash"], e["token_count"]) for e in body["tail"]]
+    assert body["manifest_hash"] == manifest_hash(workflow, summary, tail, 20)
+
+    coords = parse_context_id(body["context_id"])
+    assert coords == ReadCoordinates(workflow.pk, summary.pk, "ACTIVE", 15, 20)
+    # Later appends do not change what that read was.
+    add_events(workflow, 21, 25)
+    assert recompute_manifest_hash(workflow, coords) == body["manifest_hash"]
+    assert read(api).json()["manifest_hash"] != body["manifest_hash"]
+
+
+def test_two_reads_of_the_same_state_share_the_manifest_not_the_context_id(api, tenant):
+    workflow = make_workflow(tenant, "wf")
+    append(workflow, [event(1)])
+    first, second = read(api).json(), read(api).json()
+    assert first["manifest_hash"] == second["manifest_hash"]
+    assert first["context_id"] != second["context_id"]
+    assert first["context_id"].startswith(CONTEXT_ID_PREFIX)
+
+
+def test_a_tampered_context_id_is_refused():
+    forged = CONTEXT_ID_PREFIX + "1.0.-.0.99.abcd:not-a-signature"
+    with pytest.raises(InvalidInput) as caught:
+        parse_context_id(forged)
+    assert caught.value.code == "invalid_context_id"
+    assert parse_context_id("langgraph-run-7") is None  # a foreign id is not ours to check
+
+
+def test_query_count_does_not_grow_with_history(api, tenant, django_assert_num_queries):
+    small = build_workflow(tenant, "small", n=20)
+    activated(small, 1, 10)
+    big = build_workflow(tenant, "big", n=600)
+    activated(big, 1, 590)
+    read(api, wf="small")  # warm up the key's last_used_at update
+
+    with django_assert_num_queries(3) as small_ctx:
+        assert read(api, wf="small").status_code == 200
+    with django_assert_num_queries(3):
+        assert read(api, wf="big").status_code == 200
+    # auth key lookup, workflow (+ active summary), tail, nothing else
+    assert any("memoryhub_event" in q["sql"] for q in small_ctx.captured_queries)
+
+
+def test_a_concurrent_append_cannot_slip_into_a_read(tenant):
+    """The tail is bounded by the head of the snapshot the read started from."""
+    from memoryhub.context import assemble_context
+    from memoryhub.workflows import get_workflow
+
+    workflow = make_workflow(tenant, "wf")
+    append(workflow, [event(i) for i in range(1, 4)])
+    snapshot = get_workflow(tenant, "wf")  # loaded before the append below commits
+    append(workflow, [event(4)])
+    body = assemble_context(snapshot)
+    assert body["head_seq"] == 3 and [e["seq"] for e in body["tail"]] == [1, 2, 3]
+    assert Event.objects.filter(workflow=workflow).count() == 4
+    assert Workflow.objects.get(pk=workflow.pk).head_seq == 4
