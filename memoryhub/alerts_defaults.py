@@ -1,11 +1,18 @@
-"""Default alert rules installed on every new tenant (the seed's "explicit alerts")."""
+"""Default alert rules installed on every new tenant (the seeds' "explicit alerts").
+
+create_tenant() calls install_default_rules(). The rules have no channels: flips are recorded and
+shown on /alerts/ until an admin attaches a channel.
+"""
 
 from __future__ import annotations
+
+from django.utils import timezone
 
 from memoryhub.models import AlertRule, Comparator, Tenant
 
 DEFAULT_RULES: list[dict] = [
     {
+        # Seed: "explicit alerts for ... consumers using an unvalidated summary".
         "name": "Consumer read a non-validated summary",
         "metric": "unvalidated_consumptions",
         "aggregation": "sum",
@@ -15,6 +22,8 @@ DEFAULT_RULES: list[dict] = [
         "window_minutes": 15,
     },
     {
+        # Seed: "explicit alerts for missing provenance" — a trace or artifact without a
+        # summary/tail reference or a context manifest.
         "name": "Missing provenance",
         "metric": "missing_provenance",
         "aggregation": "sum",
@@ -51,6 +60,7 @@ DEFAULT_RULES: list[dict] = [
         "window_minutes": 15,
     },
     {
+        # Tail tokens as a fraction of the workflow's safe history budget (18,000 in the seed).
         "name": "Tail tokens over budget fraction",
         "metric": "tail_budget_fraction",
         "aggregation": "max",
@@ -72,11 +82,14 @@ DEFAULT_RULES: list[dict] = [
 
 
 def install_default_rules(tenant: Tenant) -> list[AlertRule]:
-    """Create the default rules (idempotent by name)."""
+    """Create the default rules (idempotent by name); each is due for evaluation at once."""
     created = []
+    now = timezone.now()
     for spec in DEFAULT_RULES:
         rule, was_created = AlertRule.objects.get_or_create(
-            tenant=tenant, name=spec["name"], defaults={**spec, "is_default": True}
+            tenant=tenant,
+            name=spec["name"],
+            defaults={**spec, "is_default": True, "interval_seconds": 60, "next_eval_at": now},
         )
         if was_created:
             created.append(rule)
