@@ -9,6 +9,7 @@ the simulator replays.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
@@ -336,7 +337,8 @@ def decide(
     }
     details["policy_source"] = source
     details["enqueue_requested"] = bool(enqueue)
-    with transaction.atomic():
+    # One INSERT is atomic on its own; the transaction is only needed to tie a job to its decision.
+    with transaction.atomic() if enqueue else nullcontext():
         job = None
         if enqueue and decision.action == ACTION_COMPACT:
             from memoryhub.compaction.jobs import request_compaction

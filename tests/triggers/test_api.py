@@ -421,3 +421,34 @@ def test_simulate_bad_candidate_is_400(api, wf):
     r = api.post("/api/v1/triggers/simulate/", {"steps": [-1]}, format="json")
     assert r.status_code == 400
     assert r.json()["error"] == "invalid_parameter"
+
+
+def test_enqueue_requests_one_idempotent_compaction_job(api, wf):
+    from memoryhub.models import CompactionJob
+
+    append(wf, [event(i) for i in range(1, 4)])
+    set_totals(wf, tail_tokens=17_000)
+    body = {"expected_next_step_tokens": 4_000, "enqueue": True}
+    first = api.post(url("wf-trig", "trigger"), body, format="json").json()
+    again = api.post(url("wf-trig", "trigger"), body, format="json").json()
+    assert first["action"] == again["action"] == "compact"
+    assert first["job_id"] is not None and first["job_id"] == again["job_id"]
+    job = CompactionJob.objects.get()
+    assert (job.workflow_id, job.source_revision) == (wf.pk, 3)
+    assert TriggerDecision.objects.filter(job=job).count() == 2
+    # A continue never starts a job, even when asked to.
+    set_totals(wf, tail_tokens=1_000)
+    calm = api.post(url("wf-trig", "trigger"), body, format="json").json()
+    assert (calm["action"], calm["job_id"]) == ("continue", None)
+    assert CompactionJob.objects.count() == 1
+
+
+def test_enqueue_failure_writes_nothing(api, wf):
+    # No events yet: the compaction service refuses, and the decision is not logged either.
+    set_totals(wf, tail_tokens=17_000)
+    r = api.post(
+        url("wf-trig", "trigger"), {"expected_next_step_tokens": 4_000, "enqueue": True}, format="json"
+    )
+    assert r.status_code == 400
+    assert r.json()["error"] == "nothing_to_compact"
+    assert not TriggerDecision.objects.exists()
