@@ -1,21 +1,24 @@
-"""Base pages: login/logout, tenant switcher, workflow list and workflow detail with its timeline."""
+"""Base pages: home redirect, tenant switcher, and the tenant/workflow lookups every page uses.
+
+The workflow list and workflow page live in memoryhub/views/dashboard.py (same URL names,
+``memoryhub:workflow-list`` and ``memoryhub:workflow-detail``).
+"""
 
 from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
-from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect
 from django.urls import path
 from django.views.decorators.http import require_POST
 
 from memoryhub.models import Membership, Workflow
 from memoryhub.tenancy_context import SESSION_KEY, resolve_tenant
 
+# The workflow page shows events in pages of this many seqs: page N holds seqs (N-1)*50+1 .. N*50,
+# so any page can link to an event as /workflows/<wf>/?page=<n>#event-<seq> (audit pages do).
 EVENTS_PER_PAGE = 50
-WORKFLOWS_PER_PAGE = 25
 
 
 def page_tenant(request: HttpRequest):
@@ -31,6 +34,7 @@ def page_workflow(request: HttpRequest, external_id: str) -> Workflow:
     workflow = (
         Workflow.objects.filter(tenant=tenant, external_id=external_id)
         .select_related("active_summary")
+        .defer("active_summary__content")
         .first()
     )
     if workflow is None:
@@ -52,42 +56,11 @@ def switch_tenant(request: HttpRequest) -> HttpResponse:
     return redirect("memoryhub:workflow-list")
 
 
-@login_required
-def workflow_list(request: HttpRequest) -> HttpResponse:
-    tenant, _ = page_tenant(request)
-    q = request.GET.get("q", "").strip()
-    workflows = (
-        Workflow.objects.filter(tenant=tenant).select_related("active_summary").order_by("-updated_at", "-id")
-    )
-    if q:
-        workflows = workflows.filter(Q(external_id__icontains=q) | Q(name__icontains=q))
-    page = Paginator(workflows, WORKFLOWS_PER_PAGE).get_page(request.GET.get("page"))
-    return render(request, "memoryhub/workflow_list.html", {"page": page, "q": q})
-
-
-@login_required
-def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
-    workflow = page_workflow(request, wf)
-    events = workflow.events.select_related("purge").order_by("seq")
-    page = Paginator(events, EVENTS_PER_PAGE).get_page(request.GET.get("page"))
-    summaries = workflow.summaries.order_by("-version")[:50]
-    lifecycle = workflow.lifecycle_events.select_related("summary", "prior_active_summary").order_by(
-        "-at", "-id"
-    )[:50]
-    return render(
-        request,
-        "memoryhub/workflow_detail.html",
-        {"workflow": workflow, "page": page, "summaries": summaries, "lifecycle": lifecycle},
-    )
-
-
 def home(request: HttpRequest) -> HttpResponse:
-    return redirect("memoryhub:workflow-list" if request.user.is_authenticated else "login")
+    return redirect("memoryhub:overview" if request.user.is_authenticated else "login")
 
 
 urlpatterns = [
     path("", home, name="home"),
     path("tenant/switch/", switch_tenant, name="switch-tenant"),
-    path("workflows/", workflow_list, name="workflow-list"),
-    path("workflows/<str:wf>/", workflow_detail, name="workflow-detail"),
 ]

@@ -1,5 +1,6 @@
 // MemoryHub dashboard helpers: highlight the current nav item; refresh fragments by polling
-// (slower when the tab is hidden). Charts are drawn by Plotly from figures built in Python.
+// (four times slower while the tab is hidden, at once when it comes back); draw Plotly figures
+// built in Python (memoryhub/figures.py) and follow a point's customdata URL on click.
 (function () {
   "use strict";
   const path = window.location.pathname;
@@ -8,34 +9,97 @@
     if (href && href !== "/" && path.startsWith(href)) a.classList.add("active");
   });
 
+  window.MemoryHub = window.MemoryHub || {};
+
+  // --- charts -----------------------------------------------------------------------------
+  function chartMessage(el, text, cls) {
+    el.innerHTML = "";
+    const p = document.createElement("div");
+    p.className = cls;
+    p.textContent = text;
+    el.appendChild(p);
+  }
+
+  window.MemoryHub.drawCharts = function (root) {
+    (root || document).querySelectorAll("[data-figure]").forEach(function (el) {
+      if (!window.Plotly) {
+        chartMessage(el, "Charts could not be loaded (plotly.min.js is missing).", "chart-error");
+        return;
+      }
+      let fig;
+      try {
+        fig = JSON.parse(el.dataset.figure);
+      } catch (err) {
+        chartMessage(el, "This chart's data could not be read.", "chart-error");
+        return;
+      }
+      el.innerHTML = "";
+      window.Plotly.newPlot(el, fig.data, fig.layout || {}, { displaylogo: false, responsive: true })
+        .then(function () {
+          el.dataset.drawn = "1";
+          if (el.dataset.drilldown) {
+            el.on("plotly_click", function (ev) {
+              const p = ev.points && ev.points[0];
+              const url = p && (Array.isArray(p.customdata) ? p.customdata[0] : p.customdata);
+              if (url) window.location.href = url;
+            });
+          }
+        })
+        .catch(function () { chartMessage(el, "This chart could not be drawn.", "chart-error"); });
+    });
+  };
+
+  function purgeCharts(root) {
+    if (!window.Plotly) return;
+    root.querySelectorAll(".js-plotly-plot").forEach(function (el) { window.Plotly.purge(el); });
+  }
+
+  // --- fragment polling -------------------------------------------------------------------
   // <div data-refresh-url="/fragment/" data-refresh-seconds="15"> is re-fetched and replaced.
+  const timers = new Map();
+
+  function refresh(el) {
+    if (el.dataset.busy) return;
+    el.dataset.busy = "1";
+    el.classList.add("refreshing");
+    fetch(el.dataset.refreshUrl, { credentials: "same-origin", headers: { "X-Requested-With": "fetch" } })
+      .then(function (r) {
+        if (r.redirected && r.url.indexOf("/accounts/login/") !== -1) throw new Error("logged out");
+        if (!r.ok) throw new Error(r.status);
+        return r.text();
+      })
+      .then(function (html) {
+        purgeCharts(el);
+        el.innerHTML = html;
+        el.classList.remove("refresh-error");
+        window.MemoryHub.drawCharts(el);
+      })
+      .catch(function () { el.classList.add("refresh-error"); })
+      .finally(function () {
+        delete el.dataset.busy;
+        el.classList.remove("refreshing");
+        schedule(el);
+      });
+  }
+
   function schedule(el) {
     const base = parseInt(el.dataset.refreshSeconds || "15", 10) * 1000;
     const delay = document.hidden ? base * 4 : base;
-    setTimeout(function () {
-      fetch(el.dataset.refreshUrl, { credentials: "same-origin", headers: { "X-Requested-With": "fetch" } })
-        .then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); })
-        .then(function (html) { el.innerHTML = html; el.classList.remove("refresh-error"); })
-        .catch(function () { el.classList.add("refresh-error"); })
-        .finally(function () { schedule(el); });
-    }, delay);
+    clearTimeout(timers.get(el));
+    timers.set(el, setTimeout(function () { refresh(el); }, delay));
   }
-  document.querySelectorAll("[data-refresh-url]").forEach(schedule);
 
-  // Plotly figures: <div class="chart" data-figure='{"data":..., "layout":...}'>
-  window.MemoryHub = window.MemoryHub || {};
-  window.MemoryHub.drawCharts = function (root) {
-    if (!window.Plotly) return;
-    (root || document).querySelectorAll("[data-figure]").forEach(function (el) {
-      const fig = JSON.parse(el.dataset.figure);
-      window.Plotly.newPlot(el, fig.data, fig.layout || {}, { displaylogo: false, responsive: true });
-      if (el.dataset.drilldown) {
-        el.on("plotly_click", function (ev) {
-          const p = ev.points && ev.points[0];
-          if (p && p.customdata) window.location.href = Array.isArray(p.customdata) ? p.customdata[0] : p.customdata;
-        });
-      }
-    });
-  };
-  document.addEventListener("DOMContentLoaded", function () { window.MemoryHub.drawCharts(document); });
+  document.addEventListener("visibilitychange", function () {
+    if (!document.hidden) {
+      document.querySelectorAll("[data-refresh-url]").forEach(function (el) {
+        clearTimeout(timers.get(el));
+        refresh(el);
+      });
+    }
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    window.MemoryHub.drawCharts(document);
+    document.querySelectorAll("[data-refresh-url]").forEach(schedule);
+  });
 })();
