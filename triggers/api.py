@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from memoryhub.api.common import WF, TenantAPIView, body_object, int_param
 from memoryhub.api.serializers import ErrorSerializer
 from memoryhub.errors import InvalidInput
-from memoryhub.models import Role
+from memoryhub.models import Role, Tenant
 from triggers import services
 from triggers.engine import ACTIONS, PolicySpec, export_langchain, export_langmem
 
@@ -47,7 +47,7 @@ class PolicyOutSerializer(PolicySerializer):
     usable_input_tokens = serializers.IntegerField()
     hard_limit = serializers.IntegerField()
     trigger_tokens = serializers.IntegerField()
-    source = serializers.ChoiceField(choices=["workflow", "tenant", "default"])
+    source = serializers.ChoiceField(choices=["workflow", "tenant", "default"])  # type: ignore[assignment]
     updated_at = serializers.DateTimeField(allow_null=True)
     updated_by = serializers.CharField()
 
@@ -110,6 +110,11 @@ _EXPORT_PARAMS = [
 ]
 
 
+def _tenant(request: Any) -> Tenant:
+    """The tenant the TenantMember permission resolved for this request."""
+    return request.tenant
+
+
 def _export(spec: PolicySpec, params: Any) -> dict[str, Any]:
     keep = int_param(params, "keep_recent_tokens", None)
     step = int_param(params, "typical_step_tokens", 0) or 0
@@ -131,21 +136,21 @@ class _PolicyView(TenantAPIView):
         return self.workflow(wf) if wf is not None else None
 
     def _get(self, wf: str | None = None) -> Response:
-        spec, source, row = services.effective_policy(self.request.tenant, self.scope(wf))
+        spec, source, row = services.effective_policy(_tenant(self.request), self.scope(wf))
         return Response(services.policy_payload(spec, source, row))
 
     def _save(self, wf: str | None, *, partial: bool) -> Response:
         workflow = self.scope(wf)
         row, spec = services.save_policy(
-            self.request.tenant, body_object(self.request), self.actor(), workflow=workflow, partial=partial
+            _tenant(self.request), body_object(self.request), self.actor(), workflow=workflow, partial=partial
         )
         source = services.SOURCE_WORKFLOW if workflow is not None else services.SOURCE_TENANT
         return Response(services.policy_payload(spec, source, row))
 
     def _delete(self, wf: str | None = None) -> Response:
         workflow = self.scope(wf)
-        services.delete_policy(self.request.tenant, self.actor(), workflow=workflow)
-        spec, source, row = services.effective_policy(self.request.tenant, workflow)
+        services.delete_policy(_tenant(self.request), self.actor(), workflow=workflow)
+        spec, source, row = services.effective_policy(_tenant(self.request), workflow)
         return Response(services.policy_payload(spec, source, row))
 
 
@@ -204,7 +209,7 @@ class WorkflowPolicyExport(TenantAPIView):
 class TenantPolicyExport(TenantAPIView):
     @extend_schema(parameters=_EXPORT_PARAMS, responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
-        spec, _, _ = services.effective_policy(request.tenant)
+        spec, _, _ = services.effective_policy(_tenant(request))
         return Response(_export(spec, request.query_params))
 
 
@@ -259,7 +264,7 @@ class Evaluate(TenantAPIView):
         request=EvaluateRequestSerializer, responses={200: DecisionSerializer, 400: ErrorSerializer}
     )
     def post(self, request):
-        return Response(services.evaluate_what_if(request.tenant, body_object(request)))
+        return Response(services.evaluate_what_if(_tenant(request), body_object(request)))
 
 
 class WorkflowSimulate(TenantAPIView):
@@ -309,7 +314,7 @@ class Simulate(TenantAPIView):
     def post(self, request):
         from triggers.figures import simulation_figure
 
-        result = services.simulate_steps(request.tenant, body_object(request))
+        result = services.simulate_steps(_tenant(request), body_object(request))
         result["figure"] = simulation_figure(result)
         return Response(result, status=status.HTTP_200_OK)
 
