@@ -1,0 +1,815 @@
+"""The summary lifecycle state machine and compare-and-swap activation.
+
+::
+
+    CANDIDATE ─validate ok─▶ VALIDATED ─activate (CAS)─▶ ACTIVE ─another activates─▶ SUPERSEDED
+        └─validate fails─▶ REJECTED ─waive (reviewer)─▶ VALIDATED       rollback (CAS) ◀──┘
+    any but QUARANTINED ─quarantine (reviewer)─▶ QUARANTINED ─release (admin, reason)─▶ VALIDATED
+
+Rules every function here keeps:
+
+- Every action takes the workflow row lock first (``SELECT … FOR UPDATE``; the IMMEDIATE
+  transaction on SQLite), so status changes and the active pointer of one workflow never
+  interleave. Lock order is always workflow → summaries → audit chain head.
+- Every transition *and* every refused or stale attempt appends a LifecycleEvent plus an
+  AuditEntry in the same transaction as the change. Refusals commit their row before the error
+  is raised (after the atomic block), so a 409 always leaves its trace.
+- The active pointer moves only by ``UPDATE workflow … WHERE id=… AND active_revision=<n>``
+  (``== 1`` checked). **Revision-bumping actions** — each bumps ``active_revision`` by exactly
+  one: ``activate``; ``rollback``; and ``quarantine`` of the ACTIVE summary (the pointer falls
+  back to the newest older VALIDATED/SUPERSEDED version, recorded as an automatic ``rollback``
+  event on that version, or to none, recorded on the quarantine event). Each pointer move
+  writes exactly one applied LifecycleEvent carrying ``observed_revision`` = the revision it
+  replaced (no other applied event carries a revision), so ``active_revision`` equals the number
+  of those events and their observed revisions are exactly ``0 .. active_revision − 1``.
+- ``release`` returns a summary to VALIDATED when its latest validation record passed; one that
+  never passed validation goes back to CANDIDATE (no record) or REJECTED (failed record), so a
+  quarantine/release round trip can never skip validation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from memoryhub.actors import Actor
+from memoryhub.errors import Conflict, DomainError, InvalidInput
+from memoryhub.events import tokens_through
+from memoryhub.models import (
+    Event,
+    LifecycleAction,
+    LifecycleEvent,
+    LifecycleResult,
+    Summary,
+    SummaryStatus,
+    ValidationRecord,
+    Workflow,
+)
+
+S = SummaryStatus
+A = LifecycleAction
+T = TypeVar("T")
+
+# action -> statuses it may start from
+ALLOWED_FROM: dict[str, frozenset[str]] = {
+    A.VALIDATE: frozenset({S.CANDIDATE}),
+    A.REJECT: frozenset({S.CANDIDATE, S.VALIDATED}),
+    A.APPROVE: frozenset({S.VALIDATED}),
+    A.ACTIVATE: frozenset({S.VALIDATED}),
+    A.QUARANTINE: frozenset({S.CANDIDATE, S.VALIDATED, S.ACTIVE, S.SUPERSEDED, S.REJECTED}),
+    A.RELEASE: frozenset({S.QUARANTINED}),
+    A.WAIVE: frozenset({S.REJECTED}),
+    A.ROLLBACK: frozenset({S.SUPERSEDED, S.VALIDATED}),
+}
+HUMAN_ACTOR_KINDS = frozenset({"user", "api_key"})
+MAX_REASON = 2000
+
+
+@dataclass
+class ActivationResult:
+    """Outcome of an activate/rollback attempt. Only ``applied`` moved the pointer.
+
+    ``outcome`` is applied | stale | refused; for the latter two ``code``/``detail`` say why and
+    ``error()`` builds the 409 the API raises (the LifecycleEvent is already committed).
+    """
+
+    applied: bool
+    active_revision: int
+    summary: Summary
+    outcome: str = LifecycleResult.APPLIED
+    code: str = ""
+    detail: str = ""
+    superseded: Summary | None = None
+    event: LifecycleEvent | None = None
+    extra: dict[str, Any] | None = None
+
+    def error(self) -> Conflict | None:
+        if self.applied:
+            return None
+        return Conflict(self.detail, code=self.code, **(self.extra or {}))
+
+
+class _Refused(Exception):
+    """Raised inside the atomic block after the refusal row is written; re-raised after commit."""
+
+    def __init__(self, error: DomainError) -> None:
+        super().__init__(error.detail)
+        self.error = error
+
+
+# -- policy and approval ---------------------------------------------------------------------------
+
+
+def approval_required(workflow: Workflow) -> bool:
+    """``require_approval`` of the workflow's ContextPolicy, else the tenant default, else False."""
+    from triggers.models import ContextPolicy
+
+    flags = dict(
+        ContextPolicy.objects.filter(tenant_id=workflow.tenant_id)
+        .filter(Q(workflow_id=workflow.pk) | Q(workflow__isnull=True))
+        .values_list("workflow_id", "require_approval")
+    )
+    return bool(flags.get(workflow.pk, flags.get(None, False)))
+
+
+def is_approved(summary: Summary, events: Iterable[LifecycleEvent] | None = None) -> bool:
+    """A reviewer approved this summary after it was last quarantined (quarantine voids approvals)."""
+    rows = (
+        list(events)
+        if events is not None
+        else list(summary.lifecycle_events.filter(result=LifecycleResult.APPLIED))
+    )
+    last_quarantine = max(
+        (e.pk for e in rows if e.action == A.QUARANTINE and e.result == LifecycleResult.APPLIED), default=0
+    )
+    return any(
+        e.action == A.APPROVE and e.result == LifecycleResult.APPLIED and e.pk > last_quarantine for e in rows
+    )
+
+
+# -- internals -------------------------------------------------------------------------------------
+
+
+def _reason(reason: str | None, *, required: bool) -> str:
+    text = (reason or "").strip() if isinstance(reason, str) or reason is None else None
+    if text is None:
+        raise InvalidInput("'reason' must be a string", code="invalid_reason")
+    if required and not text:
+        raise InvalidInput("a non-empty 'reason' is required for review actions", code="reason_required")
+    if len(text) > MAX_REASON:
+        raise InvalidInput(f"'reason' is at most {MAX_REASON} characters", code="invalid_reason")
+    return text
+
+
+def _revision(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInput(
+            "'expected_revision' must be a non-negative integer", code="invalid_expected_revision"
+        )
+    return value
+
+
+def _lock(summary: Summary) -> tuple[Workflow, Summary]:
+    """Lock the workflow row, then read the summary fresh (all status changes happen under this lock)."""
+    wf = (
+        Workflow.objects.select_for_update(of=("self",))
+        .select_related("tenant", "active_summary")
+        .get(pk=summary.workflow_id)
+    )
+    fresh = Summary.objects.select_related("workflow").get(pk=summary.pk)
+    return wf, fresh
+
+
+def _run(summary: Summary, body: Callable[[Workflow, Summary], T]) -> T:
+    """Run ``body`` under the workflow lock; a refusal commits its row, then raises."""
+    refusal: DomainError | None = None
+    with transaction.atomic():
+        wf, fresh = _lock(summary)
+        try:
+            result = body(wf, fresh)
+        except _Refused as refused:
+            refusal = refused.error
+    if refusal is not None:
+        raise refusal
+    return result
+
+
+def _log(
+    wf: Workflow,
+    summary: Summary,
+    action: str,
+    result: str,
+    actor: Actor,
+    *,
+    from_status: str,
+    to_status: str = "",
+    reason: str = "",
+    expected: int | None = None,
+    observed: int | None = None,
+    prior: Summary | None | bool = True,
+    source_revision: int | None = None,
+    data: dict[str, Any] | None = None,
+) -> LifecycleEvent:
+    """Append one LifecycleEvent and its AuditEntry (caller is inside the transaction)."""
+    from audit.log import record
+
+    prior_id = wf.active_summary_id if prior is True else (prior.pk if isinstance(prior, Summary) else None)
+    event = LifecycleEvent.objects.create(
+        tenant_id=wf.tenant_id,
+        workflow=wf,
+        summary=summary,
+        action=action,
+        from_status=from_status,
+        to_status=to_status,
+        result=result,
+        actor=str(actor),
+        actor_kind=actor.kind,
+        task_attempt_id=actor.task_attempt_id,
+        reason=reason,
+        expected_revision=expected,
+        observed_revision=observed,
+        prior_active_summary_id=prior_id,
+        source_revision_at_activation=source_revision,
+    )
+    record(
+        wf.tenant,
+        actor,
+        f"summary.{action}",
+        summary,
+        {
+            "workflow": wf.external_id,
+            "version": summary.version,
+            "result": result,
+            "from": from_status,
+            "to": to_status,
+            "reason": reason,
+            "expected_revision": expected,
+            "observed_revision": observed,
+            "lifecycle_event": event.pk,
+            **(data or {}),
+        },
+    )
+    return event
+
+
+def _refuse(
+    wf: Workflow,
+    summary: Summary,
+    action: str,
+    actor: Actor,
+    code: str,
+    detail: str,
+    *,
+    reason: str = "",
+    expected: int | None = None,
+    error_cls: type[DomainError] = Conflict,
+    **extra: Any,
+) -> _Refused:
+    observed = wf.active_revision if expected is not None else None
+    _log(
+        wf,
+        summary,
+        action,
+        LifecycleResult.REFUSED,
+        actor,
+        from_status=summary.status,
+        to_status=summary.status,
+        reason=reason or detail,
+        expected=expected,
+        observed=observed,
+        data={"code": code},
+    )
+    return _Refused(error_cls(detail, code=code, current_status=summary.status, **extra))
+
+
+def _check_from(
+    wf: Workflow,
+    summary: Summary,
+    action: str,
+    actor: Actor,
+    *,
+    reason: str = "",
+    expected: int | None = None,
+) -> None:
+    if summary.status not in ALLOWED_FROM[action]:
+        allowed = ", ".join(sorted(ALLOWED_FROM[action]))
+        raise _refuse(
+            wf,
+            summary,
+            action,
+            actor,
+            "illegal_transition",
+            f"cannot {action} S{summary.version}: it is {summary.status} (allowed from {allowed})",
+            reason=reason,
+            expected=expected,
+        )
+
+
+def _set_status(summary: Summary, status: str, now) -> None:
+    Summary.objects.filter(pk=summary.pk).update(status=status, status_changed_at=now)
+    summary.status, summary.status_changed_at = status, now
+
+
+def _move_pointer(wf: Workflow, target: Summary | None, observed: int, now, *, compaction: bool) -> bool:
+    """The compare-and-swap: move the pointer only if active_revision is still ``observed``.
+
+    Running totals follow the pointer: summary tokens, and the tail after the new watermark
+    (computed from head/total in SQL, so they stay right even against a concurrent append).
+    """
+    watermark = target.covers_to_seq if target else 0
+    covered_tokens = tokens_through(wf, watermark)
+    fields: dict[str, Any] = {
+        "active_summary": target,
+        "active_revision": F("active_revision") + 1,
+        "summary_tokens": target.token_count if target else 0,
+        "tail_events": F("head_seq") - watermark,
+        "tail_tokens": F("total_tokens") - covered_tokens,
+        "activated_at": now if target else None,
+        "updated_at": now,
+    }
+    if compaction:
+        # Trigger hysteresis counts new tokens from here: total − tokens_at_last_compaction = tail.
+        fields.update(last_compacted_at=now, tokens_at_last_compaction=covered_tokens)
+    moved = Workflow.objects.filter(pk=wf.pk, active_revision=observed).update(**fields) == 1
+    if moved:
+        wf.active_revision = observed + 1
+        wf.active_summary = target
+    return moved
+
+
+def _current_revision(wf: Workflow) -> int:
+    return Workflow.objects.filter(pk=wf.pk).values_list("active_revision", flat=True).get()
+
+
+# -- actions ---------------------------------------------------------------------------------------
+
+
+def source_events(workflow: Workflow, start: int, end: int) -> list:
+    """Covered events as the validator's SourceEvent (purged ones flagged, content gone)."""
+    from memoryhub.compaction.types import SourceEvent
+
+    rows = Event.objects.filter(workflow=workflow, seq__gte=start, seq__lte=end).order_by("seq")
+    return [
+        SourceEvent(
+            seq=e.seq,
+            kind=e.kind,
+            content=e.content,
+            agent=e.agent,
+            role=e.role,
+            tool_call_id=e.tool_call_id,
+            facts=list(e.facts or []),
+            refs=list(e.refs or []),
+            side_effect=e.side_effect,
+            token_count=e.token_count,
+            purged=e.purged_at is not None,
+        )
+        for e in rows.iterator(chunk_size=1000)
+    ]
+
+
+def run_validator(summary: Summary):
+    """Run ``memoryhub.validation.validate_summary`` on the stored bytes (no lock held)."""
+    from memoryhub.validation import validate_summary
+    from memoryhub.workflows import workflow_encoding
+
+    wf = Workflow.objects.select_related("active_summary").get(pk=summary.workflow_id)
+    active = wf.active_summary if wf.active_summary_id and wf.active_summary_id != summary.pk else None
+    return validate_summary(
+        summary.content.encode("utf-8"),
+        summary.content_hash,
+        summary.covers_from_seq,
+        summary.covers_to_seq,
+        source_events(wf, summary.covers_from_seq, summary.covers_to_seq),
+        active.covers_to_seq if active else None,
+        summary.token_budget,
+        wf.head_seq,
+        encoding=workflow_encoding(wf),
+    )
+
+
+def validate(summary: Summary, actor: Actor, *, outcome=None) -> Summary:
+    """CANDIDATE → VALIDATED (every check passed) or REJECTED, with a new ValidationRecord.
+
+    ``outcome`` (a ``ValidationOutcome``) may be supplied by a caller that already ran the
+    validator; otherwise it runs here, before the lock is taken.
+    """
+    current = Summary.objects.filter(pk=summary.pk).values_list("status", flat=True).get()
+    if outcome is None and current == S.CANDIDATE:
+        outcome = run_validator(summary)  # the expensive part, before the lock
+
+    def body(wf: Workflow, s: Summary) -> Summary:
+        _check_from(wf, s, A.VALIDATE, actor)
+        result = outcome or run_validator(s)  # it became a CANDIDATE meanwhile (a release)
+        ValidationRecord.objects.create(
+            summary=s,
+            validator_version=result.validator_version,
+            checks=result.checks,
+            mandatory_coverage=result.mandatory_coverage,
+            passed=result.passed,
+            reasons=result.reasons,
+            waived_checks=list(result.waived_checks),
+            actor=str(actor),
+        )
+        before = s.status
+        _set_status(s, S.VALIDATED if result.passed else S.REJECTED, timezone.now())
+        _log(
+            wf,
+            s,
+            A.VALIDATE,
+            LifecycleResult.APPLIED,
+            actor,
+            from_status=before,
+            to_status=s.status,
+            reason="; ".join(result.reasons),
+            data={"validator_version": result.validator_version},
+        )
+        return s
+
+    return _run(summary, body)
+
+
+def reject(summary: Summary, actor: Actor, reason: str) -> Summary:
+    """A reviewer rejects a CANDIDATE or VALIDATED (not active) summary."""
+    reason = _reason(reason, required=True)
+
+    def body(wf: Workflow, s: Summary) -> Summary:
+        _check_from(wf, s, A.REJECT, actor, reason=reason)
+        before = s.status
+        _set_status(s, S.REJECTED, timezone.now())
+        _log(
+            wf,
+            s,
+            A.REJECT,
+            LifecycleResult.APPLIED,
+            actor,
+            from_status=before,
+            to_status=s.status,
+            reason=reason,
+        )
+        return s
+
+    return _run(summary, body)
+
+
+def approve(summary: Summary, actor: Actor, reason: str) -> Summary:
+    """A reviewer approves a VALIDATED summary (needed before activation under ``require_approval``)."""
+    reason = _reason(reason, required=True)
+
+    def body(wf: Workflow, s: Summary) -> Summary:
+        _check_from(wf, s, A.APPROVE, actor, reason=reason)
+        _log(
+            wf,
+            s,
+            A.APPROVE,
+            LifecycleResult.APPLIED,
+            actor,
+            from_status=s.status,
+            to_status=s.status,
+            reason=reason,
+        )
+        return s
+
+    return _run(summary, body)
+
+
+def waive(summary: Summary, checks: Iterable[str], actor: Actor, reason: str) -> Summary:
+    """A reviewer waives named failed checks of a REJECTED summary: appends a ValidationRecord
+    with ``waived_checks``; it becomes VALIDATED when nothing un-waived still fails."""
+    from memoryhub.validation import ValidationOutcome, WaiverError, apply_waivers
+
+    reason = _reason(reason, required=True)
+    if isinstance(checks, str) or not isinstance(checks, Iterable):
+        raise InvalidInput("'checks' must be a list of check names", code="invalid_waiver")
+    names = list(checks)
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise InvalidInput("'checks' must name at least one failed check", code="invalid_waiver")
+
+    def body(wf: Workflow, s: Summary) -> Summary:
+        _check_from(wf, s, A.WAIVE, actor, reason=reason)
+        latest = s.validations.order_by("-created_at", "-id").first()
+        if latest is None:
+            raise _refuse(
+                wf,
+                s,
+                A.WAIVE,
+                actor,
+                "nothing_to_waive",
+                f"S{s.version} has no validation record to waive checks of",
+                reason=reason,
+            )
+        previous = ValidationOutcome(
+            validator_version=latest.validator_version,
+            checks=list(latest.checks),
+            mandatory_coverage=latest.mandatory_coverage,
+            passed=latest.passed,
+            reasons=list(latest.reasons),
+            waived_checks=list(latest.waived_checks),
+        )
+        try:
+            waived = apply_waivers(previous, names)
+        except WaiverError as exc:
+            # Bad input, not a state problem: 400 and nothing written.
+            raise InvalidInput(str(exc), code="invalid_waiver") from exc
+        ValidationRecord.objects.create(
+            summary=s,
+            validator_version=waived.validator_version,
+            checks=waived.checks,
+            mandatory_coverage=waived.mandatory_coverage,
+            passed=waived.passed,
+            reasons=waived.reasons,
+            waived_checks=waived.waived_checks,
+            waived_by=str(actor),
+            actor=str(actor),
+        )
+        before = s.status
+        if waived.passed:
+            _set_status(s, S.VALIDATED, timezone.now())
+        _log(
+            wf,
+            s,
+            A.WAIVE,
+            LifecycleResult.APPLIED,
+            actor,
+            from_status=before,
+            to_status=s.status,
+            reason=reason,
+            data={
+                "waived_checks": waived.waived_checks,
+                "passed": waived.passed,
+                "remaining": waived.reasons,
+            },
+        )
+        return s
+
+    return _run(summary, body)
+
+
+def release(summary: Summary, actor: Actor, reason: str) -> Summary:
+    """An admin releases a QUARANTINED summary (see the module docstring for the target status)."""
+    reason = _reason(reason, required=True)
+
+    def body(wf: Workflow, s: Summary) -> Summary:
+        _check_from(wf, s, A.RELEASE, actor, reason=reason)
+        latest = s.validations.order_by("-created_at", "-id").first()
+        target = S.CANDIDATE if latest is None else (S.VALIDATED if latest.passed else S.REJECTED)
+        _set_status(s, target, timezone.now())
+        _log(
+            wf,
+            s,
+            A.RELEASE,
+            LifecycleResult.APPLIED,
+            actor,
+            from_status=S.QUARANTINED,
+            to_status=target,
+            reason=reason,
+        )
+        return s
+
+    return _run(summary, body)
+
+
+def _fallback(wf: Workflow, quarantined: Summary) -> Summary | None:
+    """Newest older VALIDATED/SUPERSEDED version that may be served (unpurged; approved if required)."""
+    candidates = Summary.objects.filter(
+        workflow=wf,
+        version__lt=quarantined.version,
+        status__in=[S.VALIDATED, S.SUPERSEDED],
+        purged_by__isnull=True,
+    ).order_by("-version")
+    needs_approval = approval_required(wf)
+    for candidate in candidates.iterator(chunk_size=50):
+        if needs_approval and candidate.status == S.VALIDATED and not is_approved(candidate):
+            continue
+        return candidate
+    return None
+
+
+def quarantine(summary: Summary, actor: Actor, reason: str) -> Summary:
+    """A reviewer quarantines a summary. If it is ACTIVE the pointer moves, in the same
+    transaction, to the newest older VALIDATED/SUPERSEDED version, or to none."""
+    reason = _reason(reason, required=True)
+
+    def body(wf: Workflow, s: Summary) -> Summary:
+        _check_from(wf, s, A.QUARANTINE, actor, reason=reason)
+        before = s.status
+        now = timezone.now()
+        if before != S.ACTIVE:
+            _set_status(s, S.QUARANTINED, now)
+            _log(
+                wf,
+                s,
+                A.QUARANTINE,
+                LifecycleResult.APPLIED,
+                actor,
+                from_status=before,
+                to_status=S.QUARANTINED,
+                reason=reason,
+            )
+            return s
+        observed = wf.active_revision
+        target = _fallback(wf, s)
+        if not _move_pointer(wf, target, observed, now, compaction=False):  # cannot happen under the lock
+            raise RuntimeError("active pointer moved while the workflow was locked")
+        _set_status(s, S.QUARANTINED, now)  # first: at most one ACTIVE row at any instant
+        marker = None if target else observed  # the pointer-move event carries the revision
+        _log(
+            wf,
+            s,
+            A.QUARANTINE,
+            LifecycleResult.APPLIED,
+            actor,
+            from_status=S.ACTIVE,
+            to_status=S.QUARANTINED,
+            reason=reason,
+            expected=marker,
+            observed=marker,
+            prior=s,
+            data={"fallback": target.summary_id if target else None, "active_revision": wf.active_revision},
+        )
+        if target is not None:
+            target_before = target.status
+            _set_status(target, S.ACTIVE, now)
+            _log(
+                wf,
+                target,
+                A.ROLLBACK,
+                LifecycleResult.APPLIED,
+                actor,
+                from_status=target_before,
+                to_status=S.ACTIVE,
+                reason=f"automatic fallback: S{s.version} was quarantined ({reason})",
+                expected=observed,
+                observed=observed,
+                prior=s,
+                source_revision=wf.head_seq,
+                data={"active_revision": wf.active_revision, "automatic": True},
+            )
+        return s
+
+    return _run(summary, body)
+
+
+def _swap(
+    summary: Summary, expected_revision: int, actor: Actor, *, action: str, reason: str
+) -> ActivationResult:
+    """Shared CAS path of activate and rollback."""
+    is_rollback = action == A.ROLLBACK
+
+    def body(wf: Workflow, s: Summary) -> ActivationResult:
+        observed = wf.active_revision
+        prior = wf.active_summary if wf.active_summary_id else None
+
+        def refused(code: str, detail: str, **extra: Any) -> ActivationResult:
+            event = _log(
+                wf,
+                s,
+                action,
+                LifecycleResult.REFUSED,
+                actor,
+                from_status=s.status,
+                to_status=s.status,
+                reason=reason or detail,
+                expected=expected_revision,
+                observed=observed,
+                source_revision=wf.head_seq,
+                data={"code": code},
+            )
+            return ActivationResult(
+                applied=False,
+                active_revision=observed,
+                summary=s,
+                outcome=LifecycleResult.REFUSED,
+                code=code,
+                detail=detail,
+                event=event,
+                extra={"current_status": s.status, "current_revision": observed, **extra},
+            )
+
+        # 1. The CAS key decides first: a late worker is stale whatever it tried to activate.
+        if expected_revision != observed:
+            event = _log(
+                wf,
+                s,
+                action,
+                LifecycleResult.STALE,
+                actor,
+                from_status=s.status,
+                to_status=s.status,
+                reason=reason or f"expected revision {expected_revision}, current is {observed}",
+                expected=expected_revision,
+                observed=observed,
+                source_revision=wf.head_seq,
+            )
+            return ActivationResult(
+                applied=False,
+                active_revision=observed,
+                summary=s,
+                outcome=LifecycleResult.STALE,
+                code="stale_revision",
+                event=event,
+                extra={"current_revision": observed},
+                detail=f"expected active_revision {expected_revision} but it is {observed}: another activation "
+                "landed first; nothing was changed",
+            )
+        # 2. The state machine and the rules that protect readers.
+        if s.status not in ALLOWED_FROM[action]:
+            allowed = ", ".join(sorted(ALLOWED_FROM[action]))
+            return refused(
+                "illegal_transition",
+                f"cannot {action} S{s.version}: it is {s.status} (allowed from {allowed})",
+            )
+        if is_rollback and actor.kind not in HUMAN_ACTOR_KINDS:
+            return refused(
+                "rollback_requires_reviewer", "a rollback is an explicit human action (user or API key)"
+            )
+        if s.purged_by_id is not None:
+            return refused("summary_purged", f"S{s.version} covers purged events and can never be served")
+        if not is_rollback and prior is not None and s.covers_to_seq < prior.covers_to_seq:
+            return refused(
+                "watermark_regression",
+                f"S{s.version} covers up to seq {s.covers_to_seq}, below the active S{prior.version}'s watermark "
+                f"{prior.covers_to_seq}; only a reviewer's rollback may move the watermark back",
+                active_watermark=prior.covers_to_seq,
+            )
+        if not is_rollback and approval_required(wf) and not is_approved(s):
+            return refused(
+                "approval_required", f"the workflow policy requires a reviewer to approve S{s.version} first"
+            )
+        # 3. The compare-and-swap itself, then the status changes, in this one transaction.
+        now = timezone.now()
+        if not _move_pointer(wf, s, expected_revision, now, compaction=not is_rollback):
+            current = _current_revision(wf)  # defensive: the lock makes this unreachable
+            event = _log(
+                wf,
+                s,
+                action,
+                LifecycleResult.STALE,
+                actor,
+                from_status=s.status,
+                to_status=s.status,
+                reason=reason,
+                expected=expected_revision,
+                observed=current,
+                source_revision=wf.head_seq,
+            )
+            return ActivationResult(
+                applied=False,
+                active_revision=current,
+                summary=s,
+                outcome=LifecycleResult.STALE,
+                code="stale_revision",
+                detail="the active revision moved",
+                event=event,
+                extra={"current_revision": current},
+            )
+        if prior is not None:
+            _set_status(prior, S.SUPERSEDED, now)  # first: at most one ACTIVE row at any instant
+            _log(
+                wf,
+                prior,
+                A.SUPERSEDE,
+                LifecycleResult.APPLIED,
+                actor,
+                from_status=S.ACTIVE,
+                to_status=S.SUPERSEDED,
+                reason=f"superseded by S{s.version}",
+                prior=prior,
+                data={"by": s.summary_id},
+            )
+        before = s.status
+        _set_status(s, S.ACTIVE, now)
+        event = _log(
+            wf,
+            s,
+            action,
+            LifecycleResult.APPLIED,
+            actor,
+            from_status=before,
+            to_status=S.ACTIVE,
+            reason=reason,
+            expected=expected_revision,
+            observed=observed,
+            prior=prior,
+            source_revision=wf.head_seq,
+            data={"active_revision": wf.active_revision, "superseded": prior.summary_id if prior else None},
+        )
+        return ActivationResult(
+            applied=True, active_revision=wf.active_revision, summary=s, superseded=prior, event=event
+        )
+
+    return _run(summary, body)
+
+
+def activate(summary: Summary, expected_revision: int, actor: Actor, *, reason: str = "") -> ActivationResult:
+    """Make a VALIDATED summary ACTIVE by compare-and-swap on ``workflow.active_revision``.
+
+    Never raises for stale or refused attempts (workers handle those as outcomes); the API turns
+    ``result.error()`` into the 409. The previous active version becomes SUPERSEDED.
+    """
+    return _swap(
+        summary,
+        _revision(expected_revision),
+        actor,
+        action=A.ACTIVATE,
+        reason=_reason(reason, required=False),
+    )
+
+
+def rollback(summary: Summary, expected_revision: int, actor: Actor, reason: str) -> ActivationResult:
+    """A reviewer re-activates an older SUPERSEDED (or VALIDATED) version by compare-and-swap;
+    its watermark may be below the current one's. Returns like ``activate``."""
+    return _swap(
+        summary, _revision(expected_revision), actor, action=A.ROLLBACK, reason=_reason(reason, required=True)
+    )
+
+
+def pointer_moves(workflow: Workflow):
+    """Applied LifecycleEvents that moved the active pointer (one per ``active_revision`` bump)."""
+    return LifecycleEvent.objects.filter(
+        workflow=workflow, result=LifecycleResult.APPLIED, observed_revision__isnull=False
+    )
