@@ -55,9 +55,12 @@ SUMMARY_IMMUTABLE = [
 
 # table -> condition (in terms of OLD/NEW) under which an UPDATE is allowed; None = never.
 UPDATE_RULES: dict[str, str | None] = {
-    "memoryhub_event": "OLD.purged_at IS NULL AND NEW.purged_at IS NOT NULL AND "
+    # The tombstone empties the content (it cannot smuggle new text in) and happens once.
+    "memoryhub_event": "OLD.purged_at IS NULL AND NEW.purged_at IS NOT NULL AND NEW.content = '' AND "
     + " AND ".join(f"NEW.{c} IS NOT DISTINCT FROM OLD.{c}" for c in EVENT_IMMUTABLE),
+    # purged_by is set once (never cleared or re-pointed); content changes only in that same update.
     "memoryhub_summary": " AND ".join(f"NEW.{c} IS NOT DISTINCT FROM OLD.{c}" for c in SUMMARY_IMMUTABLE)
+    + " AND (OLD.purged_by_id IS NULL OR NEW.purged_by_id IS NOT DISTINCT FROM OLD.purged_by_id)"
     + " AND (NEW.content IS NOT DISTINCT FROM OLD.content"
     " OR (OLD.purged_by_id IS NULL AND NEW.purged_by_id IS NOT NULL))",
     "memoryhub_validationrecord": None,
