@@ -10,7 +10,8 @@ carries two identifiers:
   can be recomputed from its coordinates.
 * ``context_id`` — ``ctx_`` + a value signed with the server's key that encodes those coordinates
   (workflow, summary, its status at read, watermark, head). When a consumer trace quotes it, the
-  server learns what it actually served and when, without logging every read.
+  server learns what it actually served and when, without logging every read. It is deterministic:
+  two reads of the same state get the same id.
 
 Reads cost two queries (the workflow row with its active summary, then the tail by the
 ``(workflow, seq)`` unique index), independent of how long the history is.
@@ -19,7 +20,6 @@ Reads cost two queries (the workflow row with its active summary, then the tail 
 from __future__ import annotations
 
 import json
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +65,8 @@ class ReadCoordinates:
 
 
 def issue_context_id(coords: ReadCoordinates) -> str:
-    """A signed, self-describing id for one read (a random nonce keeps two reads apart)."""
+    """A signed, self-describing id of what a read served (two reads of one state share it, so a
+    re-run that read the same context can be recognised as the same model call)."""
     value = ".".join(
         [
             str(coords.workflow_pk),
@@ -73,7 +74,6 @@ def issue_context_id(coords: ReadCoordinates) -> str:
             coords.summary_status or "-",
             str(coords.watermark),
             str(coords.head_seq),
-            secrets.token_hex(4),
         ]
     )
     return CONTEXT_ID_PREFIX + _SIGNER.sign(value)
@@ -88,7 +88,7 @@ def parse_context_id(context_id: str) -> ReadCoordinates | None:
         return None
     try:
         value = _SIGNER.unsign(context_id[len(CONTEXT_ID_PREFIX) :])
-        workflow_pk, summary_pk, status, watermark, head, _nonce = value.split(".")
+        workflow_pk, summary_pk, status, watermark, head = value.split(".")
         return ReadCoordinates(
             workflow_pk=int(workflow_pk),
             summary_pk=int(summary_pk) or None,

@@ -225,7 +225,7 @@ class MemoryHubClient:
         return response.json()
 
     def _pages(self, path: str, params: Mapping[str, Any] | None, key: str) -> Iterator[JSON]:
-        """Yield items across pages: a bare list, DRF ``{"results", "next"}``, or ``{key, "next"}``."""
+        """Yield items across pages: a bare list, DRF ``{"results", "next"}``, or ``{key, "next_after"}``."""
         url: str | None = path
         query: Mapping[str, Any] | None = params
         while url:
@@ -238,6 +238,8 @@ class MemoryHubClient:
             nxt = data.get("next")
             if isinstance(nxt, str) and nxt:
                 url, query = nxt, None  # the next link already carries the query
+            elif data.get("next_after") is not None and items:
+                url, query = path, {**(params or {}), "after": data["next_after"]}  # keyset paging
             elif data.get("has_more") and items and key == "events":
                 url, query = path, {**(params or {}), "after": items[-1]["seq"]}
             else:
@@ -543,6 +545,21 @@ class MemoryHubClient:
         )
         path = f"/api/v1/workflows/{_wf(workflow_id)}/artifacts/"
         return Artifact.from_dict(self._json("POST", path, json=body, idempotent=True))
+
+    def get_artifact(self, artifact_id: str) -> Artifact:
+        return Artifact.from_dict(self._json("GET", f"/api/v1/artifacts/{quote(str(artifact_id), safe='')}/"))
+
+    def list_artifacts(self, workflow_id: str, **filters: Any) -> list[Artifact]:
+        path = f"/api/v1/workflows/{_wf(workflow_id)}/artifacts/"
+        return [Artifact.from_dict(a) for a in self._pages(path, filters, "artifacts")]
+
+    def list_traces(self, workflow_id: str, **filters: Any) -> list[Trace]:
+        """A workflow's consumer traces, newest first (``flagged=True`` for problem traces only)."""
+        path = f"/api/v1/workflows/{_wf(workflow_id)}/traces/"
+        return [Trace.from_dict(t) for t in self._pages(path, filters, "traces")]
+
+    def get_trace(self, trace_id: Any) -> Trace:
+        return Trace.from_dict(self._json("GET", f"/api/v1/traces/{trace_id}/"))
 
     # -- audit ---------------------------------------------------------------------------------------
 

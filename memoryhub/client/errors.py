@@ -69,7 +69,7 @@ class Conflict(ApiError):
 
     @property
     def head_seq(self) -> int | None:
-        value = self.payload.get("head_seq")
+        value = self.payload.get("head_seq", self.payload.get("current_head"))
         return int(value) if value is not None else None
 
 

@@ -12,9 +12,12 @@ from typing import Any, TypeVar
 
 T = TypeVar("T", bound="_Shape")
 
-# Job statuses after which polling stops. The server's vocabulary is mapped case-insensitively.
-JOB_SUCCESS_STATUSES = frozenset({"succeeded", "success", "done", "completed", "activated", "validated"})
-JOB_FAILURE_STATUSES = frozenset({"failed", "failure", "error", "rejected", "cancelled", "canceled", "dead"})
+# Job statuses after which polling stops (the server says PENDING → QUEUED → RUNNING → SUCCEEDED |
+# FAILED; compared case-insensitively).
+JOB_SUCCESS_STATUSES = frozenset({"succeeded"})
+JOB_FAILURE_STATUSES = frozenset({"failed"})
+# Outcomes of a finished job after which the workflow has no newer active summary from it.
+JOB_INEFFECTIVE_OUTCOMES = frozenset({"rejected", "refused", "awaiting_approval", "failed"})
 
 
 @dataclass
@@ -157,7 +160,9 @@ class Decision(_Shape):
     projected_tokens: int = 0
     safe_budget: int = 0
     target_tokens: int | None = None
+    hard_limit: int | None = None
     decision_id: Any = None
+    job_id: str | None = None  # set when the trigger call was asked to enqueue
 
     @property
     def should_compact(self) -> bool:
@@ -174,6 +179,7 @@ class Job(_Shape):
 
     job_id: str = ""
     status: str = ""
+    outcome: str = ""  # activated | stale | refused | rejected | awaiting_approval | nothing_to_compact | …
     workflow: str | None = None
     source_revision: int | None = None
     summary_id: str | None = None
@@ -204,6 +210,11 @@ class Job(_Shape):
     def finished(self) -> bool:
         return self.succeeded or self.failed
 
+    @property
+    def took_effect(self) -> bool:
+        """Finished without leaving the workflow un-compacted (activated, or nothing left to do)."""
+        return self.succeeded and (self.outcome or "").lower() not in JOB_INEFFECTIVE_OUTCOMES
+
 
 @dataclass
 class Summary(_Shape):
@@ -229,6 +240,7 @@ class Trace(_Shape):
     summary_id: str | None = None
     tail_to_seq: int = 0
     head_seq_at_read: int | None = None
+    summary_status_at_read: str = ""
 
 
 @dataclass
@@ -239,3 +251,5 @@ class Artifact(_Shape):
     kind: str = ""
     uri: str | None = None
     content_hash: str | None = None
+    quality_score: float | None = None
+    produced_by: list[dict[str, Any]] = field(default_factory=list)

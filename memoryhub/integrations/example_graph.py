@@ -32,7 +32,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from memoryhub.client import Artifact, MemoryHubClient
+from memoryhub.client import Artifact, Conflict, MemoryHubClient
 
 from .langgraph import RetrievalFn, message_to_events, prepare_context, stable_id
 
@@ -217,6 +217,33 @@ def _content_hash(value: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
+def _publish(
+    client: MemoryHubClient, workflow_id: str, published: dict[str, Any], model_call_id: str
+) -> dict[str, Any]:
+    """Record the suite as an artifact. If an earlier attempt of this step already published the
+    very same content (its answer was lost, then the node re-ran on a different read), keep that
+    record: it names the call that really produced it."""
+    suite = published["suite"]
+    content_hash = _content_hash(suite)
+    try:
+        artifact: Artifact = client.record_artifact(
+            workflow_id,
+            artifact_id=suite["artifact_id"],
+            kind="test_suite",
+            uri=f"memoryhub-example://{workflow_id}/{suite['artifact_id']}",
+            content_hash=content_hash,
+            produced_by={"model_call_id": model_call_id},
+            quality_score=published["quality_score"],
+        )
+    except Conflict as exc:
+        if exc.code != "artifact_conflict":
+            raise
+        artifact = client.get_artifact(suite["artifact_id"])
+        if artifact.content_hash != content_hash or artifact.get("workflow") != workflow_id:
+            raise
+    return {**artifact.raw, "suite": suite, "quality_score": published["quality_score"]}
+
+
 def _agent_node(
     client: MemoryHubClient,
     workflow_id: str,
@@ -244,15 +271,30 @@ def _agent_node(
             retrieve=retrieve,
         )
         answer = model.invoke(prepared.as_langchain())
-        # A stable id makes the reply's client_event_id stable if this node is re-run.
+        extra = dict(answer.additional_kwargs)
+        # The reply's id comes from the step and what was said, so a re-run of this node that says
+        # the same thing is recognised by the server (client_event_id) instead of appended twice.
         reply = AIMessage(
             content=answer.content,
             name=agent,
-            id=stable_id(prepared.trace.model_call_id, "reply"),
-            additional_kwargs=dict(answer.additional_kwargs),
+            id=stable_id(
+                workflow_id, prepared.trace.checkpoint_id, prepared.trace.agent_run_id, agent, answer.content
+            ),
+            additional_kwargs=extra,
         )
         trace = prepared.trace.record()
-        extra = reply.additional_kwargs
+        update: dict[str, Any] = {
+            "messages": [reply],
+            "synced": len(messages) + 1,
+            "model_calls": {agent: trace.model_call_id or prepared.trace.model_call_id},
+            "steps": 1,
+        }
+        if "artifact" in extra:
+            # Publish before announcing it: a crash in between re-runs this node against the same
+            # context (same model call), and the identical artifact is then recognised.
+            update["artifact"] = _publish(
+                client, workflow_id, extra["artifact"], prepared.trace.model_call_id
+            )
         client.append_events(
             workflow_id,
             message_to_events(
@@ -266,25 +308,6 @@ def _agent_node(
                 agent=agent,
             ),
         )
-        update: dict[str, Any] = {
-            "messages": [reply],
-            "synced": len(messages) + 1,
-            "model_calls": {agent: trace.model_call_id or prepared.trace.model_call_id},
-            "steps": 1,
-        }
-        if "artifact" in extra:
-            published = extra["artifact"]
-            suite = published["suite"]
-            artifact: Artifact = client.record_artifact(
-                workflow_id,
-                artifact_id=suite["artifact_id"],
-                kind="test_suite",
-                uri=f"memoryhub-example://{workflow_id}/{suite['artifact_id']}",
-                content_hash=_content_hash(suite),
-                produced_by={"model_call_id": prepared.trace.model_call_id},
-                quality_score=published["quality_score"],
-            )
-            update["artifact"] = {**artifact.raw, "suite": suite, "quality_score": published["quality_score"]}
         return update
 
     node.__name__ = agent
@@ -339,6 +362,16 @@ class ExampleRun:
         return self.state.get("artifact")
 
 
+def initial_state(workflow_id: str, spec: str = SPEC) -> dict[str, Any]:
+    """The graph's input: the spec as the user's message (a stable id, so re-sending dedupes)."""
+    spec_message = HumanMessage(
+        content=spec,
+        id=stable_id(workflow_id, "spec", spec),
+        additional_kwargs={"refs": ["spec-v7"], "kind": "requirement"},
+    )
+    return {"messages": [spec_message], "synced": 0, "model_calls": {}, "steps": 0}
+
+
 def run_example(
     client: MemoryHubClient,
     workflow_id: str = "api-tests-42",
@@ -347,20 +380,17 @@ def run_example(
     spec: str = SPEC,
     **graph_options: Any,
 ) -> ExampleRun:
-    """Create (or reuse) the workflow and run the graph once over ``spec``."""
+    """Create (or reuse) the workflow and run the graph once over ``spec``.
+
+    A node that fails (e.g. the server was unreachable) can be resumed with
+    ``run.graph.invoke(None, {"configurable": {"thread_id": …}})``: it re-runs from the same
+    checkpoint, so its events, trace and artifact are recognised instead of duplicated.
+    """
     graph_release = graph_options.setdefault("graph_release", GRAPH_RELEASE)
     client.create_workflow(workflow_id, name="POST /payments API tests", graph_release=graph_release)
     graph = build_graph(client, workflow_id, **graph_options)
     thread_id = thread_id or workflow_id
-    spec_message = HumanMessage(
-        content=spec,
-        id=stable_id(workflow_id, "spec", spec),
-        additional_kwargs={"refs": ["spec-v7"], "kind": "requirement"},
-    )
-    state = graph.invoke(
-        {"messages": [spec_message], "synced": 0, "model_calls": {}, "steps": 0},
-        {"configurable": {"thread_id": thread_id}},
-    )
+    state = graph.invoke(initial_state(workflow_id, spec), {"configurable": {"thread_id": thread_id}})
     return ExampleRun(workflow_id=workflow_id, thread_id=thread_id, state=state, graph=graph)
 
 

@@ -425,7 +425,9 @@ def prepare_context(
                 f"compaction job {exc.job_id} not finished within {compaction_timeout:g}s ({exc.last_status})"
             )
         else:
-            problem = f"compaction job {job.job_id} ended {job.status}" if job.failed else ""
+            problem = (
+                "" if job.took_effect else f"compaction job {job.job_id} ended {job.status} ({job.outcome})"
+            )
         if problem and require_compaction:
             blocked = problem
         elif problem:
@@ -453,7 +455,9 @@ def prepare_context(
         source_refs=list(source_refs or []),
         model_call_id=model_call_id
         or (
-            stable_id(workflow_id, thread_id, checkpoint_id, agent_run_id, agent)
+            # Same step + same context read = same call: a node re-run after a crash is recognised;
+            # a re-run that read a different context is a different call and gets its own trace.
+            stable_id(workflow_id, thread_id, checkpoint_id, agent_run_id, agent, context.manifest_hash)
             if checkpoint_id
             else str(uuid.uuid4())
         ),

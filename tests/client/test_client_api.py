@@ -129,6 +129,26 @@ def test_events_listing_follows_next_links_and_has_more(server, hub):
     assert [r.query.get("after") for r in server.requests] == ["0", "2", "4"]
 
 
+def test_events_listing_follows_next_after(server, hub):
+    path = "/api/v1/workflows/wf-1/events/"
+
+    def page(request: Recorded) -> Reply:
+        after = int(request.query.get("after", 0))
+        seqs = [s for s in (after + 1, after + 2) if s <= 5]
+        return Reply(
+            200,
+            {
+                "events": [{"seq": s, "kind": "note", "content": str(s)} for s in seqs],
+                "head_seq": 5,
+                "next_after": seqs[-1] if seqs[-1] < 5 else None,
+            },
+        )
+
+    server.on("GET", path, page)
+    assert [e.seq for e in hub.list_events("wf-1")] == [1, 2, 3, 4, 5]
+    assert [r.query.get("after") for r in server.requests] == [None, "2", "4"]
+
+
 def test_plain_list_answers_are_accepted(server, hub):
     server.on("GET", "/api/v1/workflows/", Reply(200, [{"external_id": "a"}, {"external_id": "b"}]))
     assert [w.external_id for w in hub.list_workflows()] == ["a", "b"]

@@ -39,7 +39,8 @@ class Backend:
         self.events: list[dict[str, Any]] = []
         self.action = action
         self.safe_budget = safe_budget
-        self.job_statuses = ["queued", "running", "succeeded"]
+        self.job_statuses = ["QUEUED", "RUNNING", "SUCCEEDED"]
+        self.job_outcome = "activated"
         self.summary: dict[str, Any] | None = None
         server.on("POST", f"{WF}/events/", self.append)
         server.on(
@@ -49,7 +50,7 @@ class Backend:
         server.on(
             "POST",
             f"{WF}/compactions/",
-            lambda r: Reply(202, {"job_id": "j-1", "status": "queued", **r.body}),
+            lambda r: Reply(202, {"job_id": "j-1", "status": "QUEUED", **r.body}),
         )
         server.on("GET", "/api/v1/compactions/j-1/", self.job)
         server.on("GET", f"{WF}/context/", self.context)
@@ -85,7 +86,7 @@ class Backend:
 
     def job(self, request: Recorded) -> Reply:
         status = self.job_statuses.pop(0) if len(self.job_statuses) > 1 else self.job_statuses[0]
-        if status == "succeeded":
+        if status == "SUCCEEDED" and self.job_outcome == "activated":
             self.summary = {
                 "summary_id": "sum_1",
                 "version": 1,
@@ -107,7 +108,8 @@ class Backend:
                 "content_hash": "sha256:s1",
                 "token_count": 30,
             }
-        return Reply(200, {"job_id": "j-1", "status": status})
+        outcome = self.job_outcome if status == "SUCCEEDED" else ("failed" if status == "FAILED" else "")
+        return Reply(200, {"job_id": "j-1", "status": status, "outcome": outcome})
 
     def context(self, request: Recorded) -> Reply:
         min_seq = int(request.query.get("min_seq", 0))
@@ -203,7 +205,7 @@ def test_compact_path_requests_the_job_for_the_head_it_wrote_and_waits(server, h
 
 def test_compaction_not_finished_in_time_stops_with_an_explicit_error(server, hub):
     backend = Backend(server, action="compact")
-    backend.job_statuses = ["running"]
+    backend.job_statuses = ["RUNNING"]
     with pytest.raises(ContextBudgetExceeded) as caught:
         prepare_context(
             hub,
@@ -221,14 +223,23 @@ def test_compaction_not_finished_in_time_stops_with_an_explicit_error(server, hu
 
 def test_failed_compaction_is_blocking_too(server, hub):
     backend = Backend(server, action="compact")
-    backend.job_statuses = ["failed"]
-    with pytest.raises(ContextBudgetExceeded, match="ended failed"):
+    backend.job_statuses = ["FAILED"]
+    with pytest.raises(ContextBudgetExceeded, match="ended FAILED"):
         prepare_context(hub, "wf-1", [("user", "hello")], expected_next_step_tokens=100, agent="a")
+
+
+def test_a_compaction_whose_summary_was_not_activated_is_blocking(server, hub):
+    backend = Backend(server, action="compact")
+    backend.job_statuses = ["SUCCEEDED"]
+    backend.job_outcome = "rejected"  # the validator refused the candidate: nothing new to read
+    with pytest.raises(ContextBudgetExceeded, match=r"ended SUCCEEDED \(rejected\)"):
+        prepare_context(hub, "wf-1", [("user", "hello")], expected_next_step_tokens=100, agent="a")
+    assert backend.summary is None
 
 
 def test_late_compaction_can_be_tolerated_when_the_old_context_still_fits(server, hub):
     backend = Backend(server, action="compact")
-    backend.job_statuses = ["running"]
+    backend.job_statuses = ["RUNNING"]
     prepared = prepare_context(
         hub,
         "wf-1",
