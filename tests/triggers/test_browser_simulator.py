@@ -16,12 +16,12 @@ CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture
-def page(live_server):
+def page(live_server, monkeypatch):
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is not installed")
     sync_api = pytest.importorskip("playwright.sync_api")
     # Playwright's sync API runs an event loop in this thread; the ORM work is done before it starts.
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=CHROMIUM,
