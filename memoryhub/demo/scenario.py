@@ -57,10 +57,10 @@ EVENT_COUNT = 240
 
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo-pass"
-REVIEWER_USERNAME = "reviewer"
-REVIEWER_PASSWORD = "reviewer-pass"
-VIEWER_USERNAME = "viewer"
-VIEWER_PASSWORD = "viewer-pass"
+REVIEWER_USERNAME = "rita"
+REVIEWER_PASSWORD = "demo-pass"
+VIEWER_USERNAME = "vic"
+VIEWER_PASSWORD = "demo-pass"
 
 # The fact an investigation looks for, and where it lives in the source.
 INCIDENT_FACT = "401 Unauthorized"

@@ -1,0 +1,453 @@
+"""Load the seed scenario through the real service functions (what ``manage.py load_demo`` runs).
+
+Nothing here writes domain rows the services own: events go through ``append_events`` (after the
+API's own ``parse_batch`` validation), summaries through ``create_summary`` and the lifecycle's
+``validate``/``activate`` (including one stale activation by a late worker), traces and artifacts
+through ``record_trace``/``record_artifact``, the investigation through ``audit.investigate``.
+The one exception is the historical CompactionJob rows for S1–S3: they were produced by an
+external LLM compactor (c1/c2) that this installation does not run, so the loader records those
+jobs and their task attempts as imported history.
+
+By default the story is back-dated so that it ends three days ago (the seed's "three days later,
+someone asks…"), using ``time_machine`` when it is installed; the investigation runs now.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from memoryhub.actors import Actor
+from memoryhub.demo import scenario
+from memoryhub.models import CompactionJob, Role, Tenant, Workflow
+from memoryhub.models.compaction import JobStatus
+
+Out = Callable[[str], None]
+API_KEY_NAME = "demo-agents"
+API_KEY_FILE = "demo-api-key.txt"
+APPEND_CHUNK = 100
+BURST = 6  # events an agent appends in one call when the story is back-dated
+
+
+class DemoStateError(Exception):
+    """Loading when the demo is already there, or live steps before it is loaded."""
+
+
+@dataclass
+class LoadReport:
+    """What ``load`` did, for the command's closing lines and for tests."""
+
+    api_key: str = ""
+    summaries: dict[int, str] = field(default_factory=dict)  # version -> summary_id
+    traces: list[str] = field(default_factory=list)  # model_call_ids
+    artifacts: list[str] = field(default_factory=list)
+    stale_attempt: str = ""  # how the late activation ended
+    investigation: dict[str, Any] | None = None
+    backdated: bool = False
+
+
+def is_loaded() -> bool:
+    return Tenant.objects.filter(slug=scenario.TENANT_SLUG).exists()
+
+
+# --- clock ---------------------------------------------------------------------------------------
+
+
+class _Clock:
+    """Moves "now" to scenario times (offsets in seconds) when back-dating is possible."""
+
+    def __init__(self, base: datetime | None) -> None:
+        self.base = base
+        if base is not None:
+            try:
+                import time_machine
+            except ImportError:  # a production install without dev extras: load at the present
+                self.base = None
+            else:
+                self._travel = time_machine.travel
+
+    @property
+    def active(self) -> bool:
+        return self.base is not None
+
+    def at(self, offset_s: float) -> contextlib.AbstractContextManager[Any]:
+        if self.base is None:
+            return contextlib.nullcontext()
+        return self._travel(self.base + timedelta(seconds=offset_s), tick=True)
+
+
+# --- loading ---------------------------------------------------------------------------------------
+
+
+def load(out: Out = print, *, backdate: bool = True) -> LoadReport:
+    """Create the demo tenants, users, API key and workflows and replay the scenario timeline.
+
+    All in one transaction: a failure leaves nothing behind. Raises ``DemoStateError`` when the
+    acme tenant exists.
+    """
+    if is_loaded():
+        raise DemoStateError(f"tenant {scenario.TENANT_SLUG!r} already exists")
+    steps = scenario.timeline()
+    span = steps[-1]["at_offset_s"]
+    # The publisher's last call (the end of the timeline) happened three days ago.
+    base = timezone.now() - timedelta(days=3, seconds=span) if backdate else None
+    clock = _Clock(base)
+    report = LoadReport(backdated=clock.active)
+    when = "back-dated to end three days ago" if clock.active else "at the current time"
+    out(f"Loading the MemoryHub demo ({when}).")
+    with transaction.atomic():
+        with clock.at(-3600):
+            key_secret, agents = _setup_tenants(out)
+        report.api_key = key_secret
+        _replay_acme(out, clock, steps, agents, report)
+        _load_other_workflows(out, clock, span, agents)
+    _write_api_key(out, key_secret)
+    report.investigation = _investigate(out)
+    return report
+
+
+def _setup_tenants(out: Out) -> tuple[str, Actor]:
+    from memoryhub.tenancy import add_member, create_tenant, issue_api_key
+
+    setup = Actor.system("load_demo")
+    tenants = {t["slug"]: create_tenant(t["slug"], t["name"], actor=setup) for t in scenario.tenants()}
+    out(f"  tenants: {', '.join(f'{t.slug} ({t.name})' for t in tenants.values())}")
+    for user in scenario.demo_users():
+        for i, (slug, role) in enumerate(user["memberships"].items()):
+            # Hash the password once per user (the first membership creates the account).
+            password = user["password"] if i == 0 else None
+            add_member(tenants[slug], user["username"], role, password=password, actor=setup)
+        roles = ", ".join(f"{role} in {slug}" for slug, role in user["memberships"].items())
+        out(f"  user {user['username']}: {roles}")
+    issued = issue_api_key(tenants[scenario.TENANT_SLUG], API_KEY_NAME, role=Role.ADMIN, actor=setup)
+    out(f"  API key {API_KEY_NAME!r} for {scenario.TENANT_SLUG} (admin), prefix {issued.key.prefix}")
+    return issued.secret, Actor.api_key(issued.key.name, issued.key.prefix)
+
+
+def _append(workflow: Workflow, events: list[dict[str, Any]], expected_head: int) -> int:
+    """Append through the API's own batch validation; returns the new head."""
+    from memoryhub.events import append_events, parse_batch
+
+    head = expected_head
+    for i in range(0, len(events), APPEND_CHUNK):
+        parsed, _ = parse_batch({"events": events[i : i + APPEND_CHUNK]})
+        result = append_events(workflow, parsed, expected_head=head)
+        head = result.head_seq
+    return head
+
+
+def _worker(task_id: str, worker: str = "") -> Actor:
+    name = "memoryhub.compaction.run_job" + (f"@{worker.split(':', 1)[-1]}" if worker else "")
+    return Actor.worker(name, task_id)
+
+
+def _replay_acme(
+    out: Out, clock: _Clock, steps: list[dict[str, Any]], agents: Actor, report: LoadReport
+) -> None:
+    from memoryhub import lifecycle
+    from memoryhub.context import assemble_context
+    from memoryhub.summaries import create_summary
+    from memoryhub.traces import record_artifact, record_trace
+    from memoryhub.workflows import create_workflow, get_workflow
+
+    tenant = Tenant.objects.get(slug=scenario.TENANT_SLUG)
+    info = scenario.acme_workflow()
+    events = scenario.acme_workflow_events()
+    offsets = scenario.event_offsets()
+    specs = {s["version"]: s for s in scenario.summary_specs()}
+    traces = {t["model_call_id"]: t for t in scenario.trace_specs()}
+    artifacts = {a["artifact_id"]: a for a in scenario.artifact_specs()}
+    summaries: dict[int, Any] = {}
+    jobs: dict[int, CompactionJob] = {}
+
+    with clock.at(0):
+        workflow, _ = create_workflow(
+            tenant,
+            info["external_id"],
+            name=info["name"],
+            graph_release=info["graph_release"],
+            actor=agents,
+        )
+    out(f"  workflow {tenant.slug}/{workflow.external_id}: {info['name']}")
+    head = 0
+    for step in steps:
+        with clock.at(step["at_offset_s"]):
+            kind = step["step"]
+            if kind == "append":
+                if clock.active:  # in small bursts at their commit times, as the agents appended them
+                    for lo in range(step["from_seq"], step["to_seq"] + 1, BURST):
+                        hi = min(lo + BURST - 1, step["to_seq"])
+                        with clock.at(offsets[hi - 1]):
+                            head = _append(workflow, events[lo - 1 : hi], head)
+                else:
+                    head = _append(workflow, events[step["from_seq"] - 1 : step["to_seq"]], head)
+                out(f"    events {step['from_seq']}–{step['to_seq']} appended (head {head})")
+            elif kind == "summary":
+                spec = specs[step["version"]]
+                jobs[spec["version"]] = job = _historical_job(tenant, workflow, spec)
+                summary = create_summary(
+                    workflow,
+                    content=spec["content"],
+                    covers_from_seq=spec["covers_from_seq"],
+                    covers_to_seq=spec["covers_to_seq"],
+                    compactor=spec["compactor"],
+                    source_refs=spec["source_refs"],
+                    excluded_categories=spec["excluded_categories"],
+                    job=job,
+                    actor=_worker(spec["job"]["attempts"][0]["task_id"]),
+                )
+                lifecycle.validate(summary, _worker(spec["job"]["attempts"][0]["task_id"]))
+                summary.refresh_from_db()
+                if summary.status != "VALIDATED":
+                    raise RuntimeError(f"S{spec['version']} did not validate: status {summary.status}")
+                summaries[spec["version"]] = summary
+                report.summaries[spec["version"]] = summary.summary_id
+                out(
+                    f"    S{spec['version']} {summary.summary_id}: events {spec['covers_from_seq']}–"
+                    f"{spec['covers_to_seq']}, compactor {spec['compactor']['version']}, VALIDATED"
+                )
+            elif kind == "activate":
+                version = step["summary_version"]
+                spec = specs[version]
+                task_id = spec["job"]["attempts"][0]["task_id"]
+                result = lifecycle.activate(summaries[version], step["expected_revision"], _worker(task_id))
+                if not result.applied:
+                    raise RuntimeError(f"activating S{version} was not applied")
+                _finish_job(jobs[version], summaries[version], "activated")
+                out(
+                    f"    S{version} activated (revision {step['expected_revision']} → {result.active_revision})"
+                )
+            elif kind == "stale_activation":
+                report.stale_attempt = _stale_attempt(step, summaries, jobs, out)
+            elif kind == "trace":
+                spec = traces[step["model_call_id"]]
+                # What the agent's context call returned at that moment (the workflow as loaded now).
+                context = assemble_context(get_workflow(tenant, workflow.external_id))
+                read = summaries.get(spec["summary_version"]) if spec["summary_version"] else None
+                got = (context.get("summary") or {}).get("summary_id")
+                if got != (read.summary_id if read else None):
+                    raise RuntimeError(
+                        f"context served {got}, the scenario expects S{spec['summary_version']}"
+                    )
+                record_trace(
+                    workflow,
+                    {
+                        "agent": spec["agent"],
+                        "agent_run_id": spec["agent_run_id"],
+                        "model_call_id": spec["model_call_id"],
+                        "model": spec["model"],
+                        "summary_id": read.summary_id if read else None,
+                        "tail_to_seq": spec["tail_to_seq"],
+                        "context_id": context["context_id"],
+                        "manifest_hash": context["manifest_hash"],
+                        "graph_release": spec["graph_release"],
+                        "checkpoint_id": spec["checkpoint_id"],
+                        "source_refs": spec["source_refs"],
+                        "input_tokens": spec["input_tokens"],
+                    },
+                    agents,
+                )
+                report.traces.append(spec["model_call_id"])
+                label = f"S{spec['summary_version']}" if read else "no summary"
+                out(
+                    f"    trace {spec['agent']} {spec['model_call_id']}: read {label} + tail to "
+                    f"{spec['tail_to_seq']}"
+                )
+            elif kind == "artifact":
+                spec = artifacts[step["artifact_id"]]
+                record_artifact(
+                    workflow,
+                    {
+                        k: spec[k]
+                        for k in (
+                            "artifact_id",
+                            "kind",
+                            "uri",
+                            "content",
+                            "content_hash",
+                            "quality_score",
+                            "produced_by",
+                        )
+                    },
+                    agents,
+                )
+                report.artifacts.append(spec["artifact_id"])
+                out(
+                    f"    artifact {spec['artifact_id']} ({spec['kind']}) from {spec['produced_by']['model_call_id']}"
+                )
+            else:  # pragma: no cover - the scenario only has the kinds above
+                raise RuntimeError(f"unknown timeline step {kind!r}")
+
+
+def _historical_job(tenant: Tenant, workflow: Workflow, spec: dict[str, Any]) -> CompactionJob:
+    """Imported record of the external c1/c2 compaction that produced a summary (see module doc)."""
+    from memoryhub.compaction.jobs import idempotency_key
+
+    now = timezone.now()
+    attempt = spec["job"]["attempts"][0]
+    compactor = f"{spec['compactor']['name']}-{spec['compactor']['version']}"
+    return CompactionJob.objects.create(
+        tenant=tenant,
+        workflow=workflow,
+        source_revision=spec["job"]["source_revision"],
+        compactor=compactor,
+        idempotency_key=idempotency_key(workflow, spec["job"]["source_revision"], compactor),
+        status=JobStatus.RUNNING,
+        expected_revision=spec["version"] - 1,
+        attempts=[{"task_id": attempt["task_id"], "started_at": now.isoformat(), "outcome": "running"}],
+        requested_by=str(Actor.system("load_demo")),
+        started_at=now,
+        enqueued_at=now,
+        enqueue_attempts=1,
+    )
+
+
+def _finish_job(job: CompactionJob, summary: Any, outcome: str) -> None:
+    now = timezone.now()
+    attempts = [dict(a, finished_at=now.isoformat(), outcome="succeeded") for a in job.attempts]
+    latency = int((now - job.started_at).total_seconds() * 1000) if job.started_at else None
+    CompactionJob.objects.filter(pk=job.pk).update(
+        status=JobStatus.SUCCEEDED,
+        outcome=outcome,
+        summary=summary,
+        attempts=attempts,
+        finished_at=now,
+        latency_ms=latency,
+    )
+    job.refresh_from_db()
+
+
+def _stale_attempt(
+    step: dict[str, Any], summaries: dict[int, Any], jobs: dict[int, CompactionJob], out: Out
+) -> str:
+    """The late worker: a redelivered attempt of S2's job tries to activate S2 with the revision it
+    read before S3 existed. The service must record it as stale and change nothing."""
+    from memoryhub import lifecycle
+    from memoryhub.errors import Conflict
+
+    version = step["summary_version"]
+    actor = _worker(step["task_id"], step["actor"])
+    try:
+        result = lifecycle.activate(summaries[version], step["expected_revision"], actor)
+        outcome = "applied" if result.applied else f"{result.outcome} ({result.code}: {result.detail})"
+    except Conflict as exc:  # a service that refuses by raising still records the attempt
+        outcome = f"{exc.code}: {exc.detail}"
+    if outcome == "applied":
+        raise RuntimeError("the late worker's activation was applied; it must be stale")
+    job = jobs[version]
+    now = timezone.now().isoformat()
+    attempts = [
+        *job.attempts,
+        {
+            "task_id": step["task_id"],
+            "started_at": now,
+            "finished_at": now,
+            "outcome": "stale",
+            "error": step["reason"],
+        },
+    ]
+    CompactionJob.objects.filter(pk=job.pk).update(attempts=attempts)
+    out(
+        f"    late worker re-activating S{version} with expected revision {step['expected_revision']}: {outcome}"
+    )
+    return outcome
+
+
+def _load_other_workflows(out: Out, clock: _Clock, span: float, agents: Actor) -> None:
+    from memoryhub.workflows import create_workflow
+
+    for i, spec in enumerate(scenario.other_workflows()):
+        tenant = Tenant.objects.get(slug=spec["tenant"])
+        # Later than the incident workflow, a day apart each, in small batches.
+        start = span + 86400 * (i + 1)
+        with clock.at(start):
+            workflow, _ = create_workflow(
+                tenant,
+                spec["external_id"],
+                name=spec["name"],
+                graph_release=spec["graph_release"],
+                actor=agents,
+            )
+        head = 0
+        events = spec["events"]
+        for j in range(0, len(events), 30):
+            with clock.at(start + 60 + j * 40):
+                head = _append(workflow, events[j : j + 30], head)
+        note = (
+            " (no summary yet: `load_demo --live-steps` compacts it through the worker)"
+            if spec["compact_live"]
+            else ""
+        )
+        out(f"  workflow {tenant.slug}/{workflow.external_id}: {head} events{note}")
+
+
+def _write_api_key(out: Out, secret: str) -> None:
+    path = settings.VAR_DIR / API_KEY_FILE
+    path.write_text(
+        f"# MemoryHub demo API key for tenant {scenario.TENANT_SLUG} (admin); created by load_demo\n{secret}\n"
+    )
+    path.chmod(0o600)
+    out(f"  API key written to {path}")
+
+
+def _investigate(out: Out) -> dict[str, Any] | None:
+    """Three days later: why does T57 have no 401 test? (Only when the audit app provides it.)"""
+    try:
+        from audit.investigate import investigate
+    except ImportError:
+        out("  investigation skipped: audit.investigate is not available")
+        return None
+    from memoryhub.models import Artifact
+
+    artifact = Artifact.objects.get(
+        workflow__tenant__slug=scenario.TENANT_SLUG, artifact_id=scenario.INCIDENT_ARTIFACT_ID
+    )
+    with transaction.atomic():
+        inv = investigate(artifact, scenario.INCIDENT_FACT, Actor.user(scenario.REVIEWER_USERNAME))
+    result = {"verdict": inv.verdict, "evidence": inv.evidence}
+    seqs = (inv.evidence or {}).get("source_seqs")
+    out(
+        f"  investigation of {scenario.INCIDENT_FACT!r} on {artifact.artifact_id}: {inv.verdict} "
+        f"(source seqs {seqs})"
+    )
+    return result
+
+
+# --- live steps (after the worker is up) ------------------------------------------------------------
+
+
+def live_steps(out: Out = print, *, wait_s: float = 60.0, poll_s: float = 0.5) -> CompactionJob:
+    """Ask the running worker to compact acme/refunds-api-9 (idempotent: asking again returns the
+    same job) and wait up to ``wait_s`` for it to finish, printing its attempts."""
+    from memoryhub.compaction.jobs import request_compaction
+    from memoryhub.workflows import get_workflow
+
+    if not is_loaded():
+        raise DemoStateError("the demo is not loaded; run `manage.py load_demo` first")
+    live = next(w for w in scenario.other_workflows() if w["compact_live"])
+    tenant = Tenant.objects.get(slug=live["tenant"])
+    workflow = get_workflow(tenant, live["external_id"])
+    with transaction.atomic():
+        job, created = request_compaction(workflow, actor=Actor.user(scenario.DEMO_USERNAME))
+    verb = "requested" if created else "already requested"
+    out(f"Compaction of {tenant.slug}/{workflow.external_id} {verb}: job {job.pk} ({job.status}).")
+    deadline = time.monotonic() + wait_s
+    while job.status not in (JobStatus.SUCCEEDED, JobStatus.FAILED) and time.monotonic() < deadline:
+        time.sleep(poll_s)
+        job.refresh_from_db()
+    if job.status in (JobStatus.SUCCEEDED, JobStatus.FAILED):
+        made = f", summary {job.summary.summary_id}" if job.summary is not None else ""
+        out(
+            f"  job {job.pk}: {job.status} ({job.outcome or 'no outcome'}){made}, {len(job.attempts)} attempt(s)"
+        )
+    else:
+        out(f"  job {job.pk} is still {job.status} after {wait_s:.0f}s; the worker will finish it.")
+    return job
