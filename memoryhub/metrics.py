@@ -39,6 +39,7 @@ from django.db.models import (
     Sum,
     Value,
 )
+from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Cast, Coalesce, NullIf
 from django.utils import timezone
 
@@ -287,7 +288,7 @@ def _tail_tokens(tenant, since, until, prefix) -> float | None:
     return _float(_workflows(tenant, prefix).aggregate(v=Max("tail_tokens"))["v"])
 
 
-def _budget_expr(prefix: str = "") -> F:
+def _budget_expr(prefix: str = "") -> CombinedExpression:
     return (
         F(f"{prefix}context_window")
         - F(f"{prefix}reserve_system")
