@@ -1,3 +1,94 @@
-"""Retention and purge API (see docs/TEAM.md)."""
+"""Retention policies and purges (admin only to change anything)."""
 
-urlpatterns: list = []
+from __future__ import annotations
+
+from django.urls import path
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+
+from audit.models import Purge
+from audit.purge import parse_selector, purge_events
+from audit.retention import policies_for, set_policies
+from memoryhub.api.common import WF, TenantAPIView, body_object, int_param
+from memoryhub.api.serializers import ErrorSerializer
+from memoryhub.models import Role
+
+PoliciesSerializer = inline_serializer(
+    "RetentionPolicies",
+    {"policies": serializers.DictField(child=serializers.IntegerField(allow_null=True, min_value=1))},
+)
+PurgeRequestSerializer = inline_serializer(
+    "PurgeRequest",
+    {
+        "reason": serializers.CharField(),
+        "seq_from": serializers.IntegerField(required=False, min_value=1),
+        "seq_to": serializers.IntegerField(required=False, min_value=1),
+        "seqs": serializers.ListField(child=serializers.IntegerField(min_value=1), required=False),
+        "subject": serializers.CharField(required=False),
+    },
+)
+
+
+def purge_dict(purge: Purge) -> dict:
+    return {
+        "purge_id": purge.purge_id,
+        "workflow": purge.workflow.external_id if purge.workflow_id else None,
+        "reason": purge.reason,
+        "actor": purge.actor,
+        "source": purge.source,
+        "selector": {k: v for k, v in purge.selector.items() if k != "subject"},
+        "event_count": purge.event_count,
+        "seqs": purge.seqs,
+        "affected_summaries": purge.affected_summaries,
+        "at": purge.at.isoformat(),
+    }
+
+
+class RetentionView(TenantAPIView):
+    write_role = Role.ADMIN
+
+    @extend_schema(responses={200: PoliciesSerializer})
+    def get(self, request):
+        return Response({"policies": policies_for(request.tenant)})
+
+    @extend_schema(request=PoliciesSerializer, responses={200: PoliciesSerializer, 400: ErrorSerializer})
+    def put(self, request):
+        body = body_object(request)
+        return Response({"policies": set_policies(request.tenant, body.get("policies"), self.actor())})
+
+
+class PurgeView(TenantAPIView):
+    write_role = Role.ADMIN
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "purge"
+
+    @extend_schema(
+        request=PurgeRequestSerializer,
+        responses={201: dict, 400: ErrorSerializer, 403: ErrorSerializer, 409: ErrorSerializer},
+    )
+    def post(self, request, wf: str):
+        body = body_object(request)
+        selector = parse_selector(body)
+        workflow = self.workflow(wf)
+        outcome = purge_events(workflow, selector, self.actor(), body.get("reason") or "")
+        return Response(outcome.as_dict(), status=status.HTTP_201_CREATED)
+
+
+class PurgeList(TenantAPIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request):
+        limit = int_param(request.query_params, "limit", 50, minimum=1, maximum=500)
+        purges = Purge.objects.filter(tenant=request.tenant).select_related("workflow").order_by("-at", "-id")
+        wf = request.query_params.get("workflow")
+        if wf:
+            purges = purges.filter(workflow__external_id=wf)
+        return Response({"purges": [purge_dict(p) for p in purges[:limit]]})
+
+
+urlpatterns = [
+    path("retention/", RetentionView.as_view(), name="retention"),
+    path("purges/", PurgeList.as_view(), name="purge-list"),
+    path(f"workflows/{WF}/purge/", PurgeView.as_view(), name="workflow-purge"),
+]

@@ -86,3 +86,12 @@ def mallory(other_tenant):
 def api(alice):
     """The admin's API client (most tests act as an agent platform with an admin key)."""
     return alice.api
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Throttle counters live in the cache: every test starts with none."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
