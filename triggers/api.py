@@ -225,7 +225,8 @@ class WorkflowTrigger(TenantAPIView):
         enqueue = body.pop("enqueue", False)
         if not isinstance(enqueue, bool):
             raise InvalidInput("enqueue must be true or false", code="invalid_trigger_input")
-        row = services.decide(self.workflow(wf), body, self.actor(), enqueue=enqueue)
+        workflow = services.workflow_for_decision(_tenant(request), wf)
+        row = services.decide(workflow, body, self.actor(), enqueue=enqueue)
         return Response(services.decision_payload(row))
 
 

@@ -1,8 +1,9 @@
 """Decision latency, side by side in one run, at growing history sizes.
 
 * ``memoryhub_engine``: ``triggers.engine.evaluate`` on running totals (pure arithmetic).
-* ``memoryhub_decide``: the stateful service path an API call takes — look the workflow up, pick
-  its policy, read the newest summary's status, evaluate, write the TriggerDecision row.
+* ``memoryhub_decide``: the stateful service path an API call takes — one query for the workflow,
+  its policy override and its newest summary's status (plus the tenant default when there is no
+  override), evaluate, write the TriggerDecision row.
 * ``langchain_approx``: LangChain SummarizationMiddleware's approach — ``count_tokens_approximately``
   over the whole message list before each model call.
 * ``tiktoken_exact``: an exact recount of the whole history with the workflow's tiktoken encoding.
@@ -25,7 +26,7 @@ from memoryhub.bench.synthetic import synthetic_events
 from memoryhub.events import append_events, parse_batch
 from memoryhub.tenancy import create_tenant
 from memoryhub.tokens import DEFAULT_ENCODING, get_encoding
-from memoryhub.workflows import create_workflow, get_workflow
+from memoryhub.workflows import create_workflow
 from triggers import services
 from triggers.engine import DecisionInputs, PolicySpec, evaluate
 
@@ -87,7 +88,7 @@ def _measure(tenant, size: int, *, decisions: int, baseline_repeats: int, log) -
         return evaluate(policy, inputs).action
 
     def decide() -> str:
-        wf = get_workflow(tenant, workflow.external_id)
+        wf = services.workflow_for_decision(tenant, workflow.external_id)
         return services.decide(wf, {"expected_next_step_tokens": 2_000}, actor).action
 
     row: dict[str, Any] = {

@@ -15,11 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from memoryhub.actors import Actor
-from memoryhub.errors import InvalidInput
+from memoryhub.errors import InvalidInput, NotFound
 from memoryhub.models import ConsumerTrace, Event, Summary, SummaryStatus, Tenant, Workflow
 from memoryhub.tokens import known_encoding
 from memoryhub.workflows import get_workflow
@@ -98,6 +98,12 @@ def policy_row_for(
     if workflow is None:
         row = ContextPolicy.objects.filter(tenant=tenant, workflow__isnull=True).first()
         return row, (SOURCE_TENANT if row else SOURCE_DEFAULT)
+    prefetched = getattr(workflow, "_decision_prefetch", None)
+    if prefetched is not None:
+        # workflow_for_decision joined the override already; only the tenant default is left.
+        if prefetched["override"] is not None:
+            return prefetched["override"], SOURCE_WORKFLOW
+        return policy_row_for(workflow.tenant_id)
     # By id, so a workflow fetched without its tenant costs no extra query.
     rows = list(
         ContextPolicy.objects.filter(
@@ -249,6 +255,9 @@ def delete_policy(tenant: Tenant, actor: Actor, *, workflow: Workflow | None = N
 
 def _last_candidate_failed(workflow: Workflow) -> bool:
     """Did the newest summary version fail validation? One indexed row, never a scan."""
+    prefetched = getattr(workflow, "_decision_prefetch", None)
+    if prefetched is not None:
+        return prefetched["last_summary_status"] == SummaryStatus.REJECTED
     status = (
         Summary.objects.filter(workflow=workflow)
         .order_by("-version")
@@ -266,6 +275,29 @@ def _since_last_compaction(workflow: Workflow, now: datetime) -> tuple[int | Non
     if workflow.active_summary_id and workflow.activated_at is not None:
         return workflow.tail_tokens, max(0.0, (now - workflow.activated_at).total_seconds())
     return None, None
+
+
+def workflow_for_decision(tenant: Tenant, external_id: str) -> Workflow:
+    """The workflow with what a decision reads, in one query: its policy override (LEFT JOIN) and
+    the status of its newest summary version (an indexed subquery). 404 for other tenants."""
+    newest = Summary.objects.filter(workflow=OuterRef("pk")).order_by("-version").values("status")[:1]
+    workflow = (
+        Workflow.objects.filter(tenant=tenant, external_id=external_id)
+        .select_related("active_summary", "context_policy")
+        .annotate(newest_summary_status=Subquery(newest))
+        .first()
+    )
+    if workflow is None:
+        raise NotFound(f"workflow {external_id!r} not found", code="workflow_not_found")
+    try:
+        override = workflow.context_policy
+    except ContextPolicy.DoesNotExist:
+        override = None
+    workflow._decision_prefetch = {  # type: ignore[attr-defined]
+        "override": override,
+        "last_summary_status": workflow.newest_summary_status,  # type: ignore[attr-defined]
+    }
+    return workflow
 
 
 def stateful_inputs(

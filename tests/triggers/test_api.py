@@ -10,6 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from audit.models import AuditEntry
+from memoryhub.actors import Actor
 from memoryhub.models import Workflow
 from tests.helpers import append, event, make_workflow
 from triggers.models import ContextPolicy, TriggerDecision
@@ -452,3 +453,37 @@ def test_enqueue_failure_writes_nothing(api, wf):
     assert r.status_code == 400
     assert r.json()["error"] == "nothing_to_compact"
     assert not TriggerDecision.objects.exists()
+
+
+def test_rejected_newest_candidate_blocks_compaction(api, wf):
+    from memoryhub import lifecycle
+    from memoryhub.summaries import create_summary
+
+    append(wf, [event(i) for i in range(1, 4)])
+    summary = create_summary(
+        wf,
+        content={"narrative": "three messages about POST /payments", "facts": [], "open_items": []},
+        covers_from_seq=1,
+        covers_to_seq=3,
+        compactor={"name": "test", "version": "1"},
+        actor=Actor.system("tests"),
+    )
+    lifecycle.reject(summary, Actor.user("bob"), "drops the OAuth scope")
+    set_totals(wf, tail_tokens=17_000)
+    d = api.post(url("wf-trig", "trigger"), {"expected_next_step_tokens": 4_000}, format="json").json()
+    assert d["action"] == "retrieve_or_block"
+    assert d["blocked_by"] == ["last_validation_failed"]
+
+
+def test_stateful_policy_resolution_override_then_tenant_default(api, wf):
+    set_totals(wf, tail_tokens=17_000)
+    api.put("/api/v1/triggers/policy/", SEED_POLICY | {"hard_limit_tokens": 20_000}, format="json")
+    d = api.post(url("wf-trig", "trigger"), {"expected_next_step_tokens": 4_000}, format="json").json()
+    assert (d["hard_limit"], d["policy_source"], d["strategy"]) == (20_000, "tenant", "emergency_guard")
+    api.put(
+        url("wf-trig", "policy"),
+        SEED_POLICY | {"context_window": 64_000, "target_tokens": 20_000},
+        format="json",
+    )
+    d = api.post(url("wf-trig", "trigger"), {"expected_next_step_tokens": 4_000}, format="json").json()
+    assert (d["safe_budget"], d["policy_source"], d["action"]) == (50_000, "workflow", "continue")
