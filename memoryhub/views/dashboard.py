@@ -1135,7 +1135,7 @@ def summary_detail(request: HttpRequest, summary_id: str) -> HttpResponse:
         .order_by("-at", "-id")[:100]
     )
     traces = list(summary.traces.order_by("-at", "-id")[:RECENT_ROWS])
-    trace_total = summary.traces.count() if len(traces) == RECENT_ROWS else len(traces)
+    trace_total = summary.traces.count()
     diff = _diff(previous, summary)
     actions = available_actions(summary, workflow, role, failed)
     return render(
