@@ -92,7 +92,6 @@ def test_traces_and_t57_lineage(loaded):
 
 
 def test_the_investigation_finds_a_compaction_omission(loaded):
-    pytest.importorskip("audit.investigate")
     from audit.models import Investigation
 
     inv = Investigation.objects.get(artifact__artifact_id="T57")
@@ -118,7 +117,6 @@ def test_tenants_users_and_api_key(loaded, settings):
 
 
 def test_story_is_backdated_three_days(loaded):
-    pytest.importorskip("time_machine")
     wf = _wf()
     last = Event.objects.get(workflow=wf, seq=240).created_at
     first = Event.objects.get(workflow=wf, seq=1).created_at
@@ -138,7 +136,6 @@ def test_second_load_refuses_and_skip_if_loaded_is_quiet(loaded):
 
 
 def test_live_steps_request_one_compaction_of_refunds(loaded):
-    pytest.importorskip("memoryhub.compaction.jobs")
     from memoryhub.compaction.jobs import run_job
 
     out = StringIO()

@@ -326,7 +326,8 @@ def test_other_workflows_and_tenants():
 
 
 def test_no_credentials_in_any_demo_text():
-    secret_scan = pytest.importorskip("memoryhub.compaction.secret_scan")
+    from memoryhub.compaction import secret_scan
+
     texts = [e["content"] for e in scenario.acme_workflow_events()]
     texts += [_content_text(s) for s in scenario.summary_specs()]
     texts += [e["content"] for w in scenario.other_workflows() for e in w["events"]]
