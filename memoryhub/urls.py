@@ -7,10 +7,11 @@ from django.urls import include, path
 from memoryhub.api.urls import urlpatterns as api_meta
 from memoryhub.api.urls import v1_patterns
 from memoryhub.pages import urlpatterns as page_patterns
+from memoryhub.views.auth import ThrottledLoginView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(template_name="memoryhub/login.html"), name="login"),
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include(api_meta)),
     path("api/v1/", include((v1_patterns, "v1"), namespace="v1")),
