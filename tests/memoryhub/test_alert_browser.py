@@ -1,0 +1,79 @@
+"""The alert pages in a real browser: Plotly draws the rule's history (value + both thresholds)
+and an admin mutes the rule from the list."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from memoryhub.models import AlertEvaluation, AlertRule
+from tests.conftest import PASSWORD
+
+CHROMIUM = "/usr/bin/chromium"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} not installed (.ci/run installs it)"),
+]
+
+
+@pytest.fixture
+def page(live_server, monkeypatch):
+    # Playwright's sync API runs an event loop in this thread; our ORM use here is synchronous.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.js_errors = errors  # type: ignore[attr-defined]
+        yield page
+        browser.close()
+
+
+def log_in(page, live_server, username: str) -> None:
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rule_history_chart_is_drawn_and_a_rule_is_muted(page, live_server, alice, tenant):
+    rule = AlertRule.objects.get(tenant=tenant, metric="tail_budget_fraction")
+    now = timezone.now()
+    for i, (value, state) in enumerate([(0.2, "ok"), (0.85, "warning"), (1.3, "critical"), (0.5, "ok")]):
+        AlertEvaluation.objects.create(
+            rule=rule,
+            at=now - timedelta(minutes=4 - i),
+            value=value,
+            sample=value,
+            state=state,
+            warning_threshold=0.8,
+            critical_threshold=1.0,
+        )
+    log_in(page, live_server, "alice")
+    page.goto(f"{live_server.url}/alerts/rules/{rule.pk}/")
+    page.wait_for_selector("#rule-history-chart.js-plotly-plot", timeout=15_000)
+    traces = page.evaluate("document.getElementById('rule-history-chart').data.map(t => t.name)")
+    assert len(traces) == 3 and traces[1:] == ["warning threshold", "critical threshold"]
+    assert page.locator("#rule-history-chart .scatterlayer .trace").count() == 3
+    assert page.js_errors == []  # type: ignore[attr-defined]
+
+    page.goto(f"{live_server.url}/alerts/")
+    row = page.locator(f'tr[data-rule-id="{rule.pk}"]')
+    row.locator("select[name=minutes]").select_option("60")
+    row.locator("button", has_text="Mute").click()
+    page.wait_for_load_state()
+    assert page.locator(f'tr[data-rule-id="{rule.pk}"] .state-muted').is_visible()
+    rule.refresh_from_db()
+    assert rule.muted_until is not None and rule.muted_until > timezone.now() + timedelta(minutes=55)
