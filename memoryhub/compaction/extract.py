@@ -14,7 +14,7 @@ from typing import Any
 
 from memoryhub.compaction.base import InvalidCompactionInput
 from memoryhub.compaction.secret_scan import redact_secrets
-from memoryhub.compaction.tokens import count_tokens, truncate_to_tokens
+from memoryhub.compaction.tokens import count_tokens, decode_prefix, get_encoding
 from memoryhub.compaction.types import PreviousSummary, SourceEvent
 
 OPEN_STATES = frozenset({"open", "pending"})
@@ -121,13 +121,19 @@ def collect_refs(previous: PreviousSummary | None, events: Iterable[SourceEvent]
 
 def first_sentence(text: str, max_tokens: int, encoding: str) -> str:
     """The first sentence of ``text``, whitespace-collapsed, secrets redacted, token-capped."""
+    return first_sentence_tokens(text, max_tokens, encoding)[0]
+
+
+def first_sentence_tokens(text: str, max_tokens: int, encoding: str) -> tuple[str, int]:
+    """``first_sentence`` and its token count, from a single encoding pass."""
     flat = _WS.sub(" ", text).strip()
     if not flat:
-        return ""
-    sentence = _SENTENCE_END.split(flat, maxsplit=1)[0]
-    sentence = redact_secrets(sentence)
-    short = truncate_to_tokens(sentence, max_tokens, encoding)
-    return short if short == sentence else short.rstrip() + "…"
+        return "", 0
+    sentence = redact_secrets(_SENTENCE_END.split(flat, maxsplit=1)[0])
+    ids = get_encoding(encoding).encode_ordinary(sentence)
+    if len(ids) <= max_tokens:
+        return sentence, len(ids)
+    return decode_prefix(ids, max_tokens, encoding).rstrip() + "…", max_tokens + 1
 
 
 def json_string_tokens(text: str, encoding: str) -> int:

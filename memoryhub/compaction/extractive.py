@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +11,7 @@ from memoryhub.compaction.base import Compactor, NothingToCompact, register
 from memoryhub.compaction.extract import (
     collect_refs,
     coverable_prefix,
-    first_sentence,
+    first_sentence_tokens,
     json_string_tokens,
     merge_facts,
     new_events,
@@ -35,6 +36,12 @@ class _Line:
     agent: str | None  # None for lines we cannot attribute (e.g. prose from an LLM summary)
     order: int  # position in time: higher is newer
     cost: int  # tokens inside the JSON string, plus the joining newline
+
+
+@functools.lru_cache(maxsize=1024)
+def _prefix_tokens(who: str, kind: str, encoding: str) -> int:
+    """Tokens of a line's "#<seq> <agent>/<kind>:" prefix, without the seq digits."""
+    return count_tokens(f"# {who}/{kind}:", encoding)
 
 
 def _omitted_marker(count: int) -> str:
@@ -84,8 +91,7 @@ class ExtractiveCompactor(Compactor):
             "open_items": open_items(facts),
         }
         carried, omitted = self._previous_lines(prev_content.get("narrative", ""))
-        content["narrative"] = self._fit(content, carried + self._event_lines(covered), omitted)
-        token_count = count_json_tokens(content, self.encoding)
+        content["narrative"], token_count = self._fit(content, carried + self._event_lines(covered), omitted)
         tokens_in = sum(e.token_count or count_tokens(e.content, self.encoding) for e in covered)
         if previous:
             tokens_in += previous.token_count or count_json_tokens(previous.content, self.encoding)
@@ -127,20 +133,33 @@ class ExtractiveCompactor(Compactor):
         for event in events:
             if event.purged:
                 continue
-            sentence = first_sentence(event.content, self.line_tokens, self.encoding)
+            sentence, tokens = first_sentence_tokens(event.content, self.line_tokens, self.encoding)
             if not sentence:
                 continue
             who = (event.agent or event.role or "").replace("/", "-").replace(" ", "-")
             text = f"#{event.seq} {who}/{event.kind}: {sentence}"
-            lines.append(self._line(text, who, 0))
+            # An estimate from one encoding pass (prefix, digits, JSON escapes, newline); _fit
+            # confirms the total exactly.
+            escapes = sum(sentence.count(ch) for ch in '"\\')
+            cost = (
+                _prefix_tokens(who, event.kind, self.encoding)
+                + len(str(event.seq)) // 3
+                + 1
+                + tokens
+                + escapes
+                + 2
+            )
+            lines.append(_Line(text, who, 0, cost))
         return lines
 
-    def _fit(self, content: dict[str, Any], lines: list[_Line], carried_omitted: int) -> str:
-        """The narrative: as many of ``lines`` (oldest first) as fit beside the facts."""
+    def _fit(self, content: dict[str, Any], lines: list[_Line], carried_omitted: int) -> tuple[str, int]:
+        """The narrative (as many of ``lines``, oldest first, as fit beside the facts) and the
+        exact token count of the whole content with it."""
         for order, line in enumerate(lines):
             line.order = order  # previous narrative first, so its lines count as oldest
         if self.token_budget is None:
-            return self._render(lines, carried_omitted)
+            narrative = self._render(lines, carried_omitted)
+            return narrative, count_json_tokens(dict(content, narrative=narrative), self.encoding)
         available = self.token_budget - count_json_tokens(content, self.encoding)
         available -= json_string_tokens(_omitted_marker(len(lines) + 999), self.encoding) + 1
 
@@ -166,17 +185,14 @@ class ExtractiveCompactor(Compactor):
         chosen = [ln for ln in lines if ln.order in kept]
         omitted = carried_omitted + len(lines) - len(chosen)
         narrative = self._render(chosen, omitted)
-        # Per-line counts are an estimate (tokens merge across boundaries): confirm exactly.
-        while chosen and self._over_budget(content, narrative):
+        # Per-line counts are estimates (tokens merge across boundaries): confirm exactly.
+        total = count_json_tokens(dict(content, narrative=narrative), self.encoding)
+        while chosen and total > self.token_budget:
             chosen.remove(min(chosen, key=lambda ln: ln.order))
             omitted += 1
             narrative = self._render(chosen, omitted)
-        return narrative
-
-    def _over_budget(self, content: dict[str, Any], narrative: str) -> bool:
-        assert self.token_budget is not None
-        trial = dict(content, narrative=narrative)
-        return count_json_tokens(trial, self.encoding) > self.token_budget
+            total = count_json_tokens(dict(content, narrative=narrative), self.encoding)
+        return narrative, total
 
     @staticmethod
     def _render(lines: list[_Line], omitted: int) -> str:

@@ -49,12 +49,18 @@ def truncate_to_tokens(text: str, max_tokens: int, encoding: str = DEFAULT_ENCOD
     """The longest prefix of ``text`` with at most ``max_tokens`` tokens (decoded cleanly)."""
     if max_tokens <= 0:
         return ""
+    if len(text) <= max_tokens:  # every token covers at least one character
+        return text
     enc = get_encoding(encoding)
     ids = enc.encode_ordinary(text)
-    if len(ids) <= max_tokens:
-        return text
+    return text if len(ids) <= max_tokens else decode_prefix(ids, max_tokens, encoding)
+
+
+def decode_prefix(ids: list[int], max_tokens: int, encoding: str = DEFAULT_ENCODING) -> str:
+    """Text of the first ``max_tokens`` of ``ids``, never ending in half a character."""
+    enc = get_encoding(encoding)
     # Decoding a cut mid-character yields U+FFFD; drop trailing ids until it decodes cleanly.
-    cut = max_tokens
+    cut = min(max_tokens, len(ids))
     while cut > 0:
         out = enc.decode(ids[:cut])
         if "\ufffd" not in out[-1:]:
