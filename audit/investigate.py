@@ -29,6 +29,7 @@ from audit.content import iter_strings, purged_runs, range_label, runs, summary_
 from audit.lineage import producing_traces
 from audit.models import Investigation, Verdict
 from memoryhub.actors import Actor
+from memoryhub.canonical import hash_text
 from memoryhub.errors import Conflict, InvalidInput
 from memoryhub.models import (
     Artifact,
@@ -129,6 +130,25 @@ def active_summary_at(workflow: Workflow, when) -> Summary | None:
     return pointer
 
 
+def served_at_read(trace: ConsumerTrace) -> tuple[Summary | None, str]:
+    """The summary the server served for this read: from the signed context id when the consumer
+    quoted one of ours, else replayed from the lifecycle history at the trace's time."""
+    from memoryhub.context import parse_context_id
+
+    coords = None
+    if trace.context_id:
+        try:
+            coords = parse_context_id(trace.context_id)
+        except InvalidInput:  # forged or altered: fall back to the recorded history
+            coords = None
+    if coords is not None and coords.workflow_pk == trace.workflow_id:
+        if coords.summary_pk is None:
+            return None, "context_id"
+        served = Summary.objects.select_related("purged_by").filter(pk=coords.summary_pk).first()
+        return served, "context_id"
+    return active_summary_at(trace.workflow, trace.at), "lifecycle"
+
+
 def _brief(summary: Summary | None) -> dict[str, Any] | None:
     if summary is None:
         return None
@@ -162,9 +182,12 @@ def investigate_trace(trace: ConsumerTrace, match: Matcher, fact: str, regex: bo
     covered = [
         s for s in hits.seqs if summary is not None and summary.covers_from_seq <= s <= summary.covers_to_seq
     ]
-    active = active_summary_at(workflow, trace.at)
-    active_fields = summary_fields(active, match) if active is not None and active != summary else None
-    active_differs = active is not None and (summary is None or active.pk != summary.pk)
+    served, basis = served_at_read(trace)
+    served_differs = (served.pk if served else None) != (summary.pk if summary else None)
+    served_fields = summary_fields(served, match) if served is not None and served_differs else None
+    served_watermark = served.covers_to_seq if served is not None else 0
+    # What the server would have handed over at read time: the served summary + every later event to head.
+    served_contains = bool(served_fields) or any(served_watermark < s <= head for s in hits.seqs)
     q = _quote(fact, regex)
     label = summary.label if summary is not None else "no summary"
     tail_label = range_label(watermark + 1, trace.tail_to_seq) if trace.tail_to_seq > watermark else "no tail"
@@ -178,7 +201,7 @@ def investigate_trace(trace: ConsumerTrace, match: Matcher, fact: str, regex: bo
         explanation = (
             f"{q} is in none of events 1–{head} committed before the read: it never reached the record."
         )
-    elif missing_tail or (active_differs and active_fields):
+    elif missing_tail or (served_differs and served_contains):
         verdict = Verdict.ASSEMBLY_FAILURE
         if missing_tail:
             explanation = (
@@ -186,8 +209,10 @@ def investigate_trace(trace: ConsumerTrace, match: Matcher, fact: str, regex: bo
                 f"(head {head}), but the consumer's tail stopped at {trace.tail_to_seq}."
             )
         else:
+            given = f"{served.label} + events {served_watermark + 1}–{head}" if served else f"events 1–{head}"
             explanation = (
-                f"{q} is in {active.label}, the summary active at read time, but the consumer read {label}."
+                f"{q} was in the context served at read time ({given}), but the consumer read {label}"
+                f" + {tail_label} instead."
             )
     else:
         verdict = Verdict.COMPACTION_OMISSION
@@ -226,15 +251,12 @@ def investigate_trace(trace: ConsumerTrace, match: Matcher, fact: str, regex: bo
         "in_tail": bool(tail_seqs),
         "tail_seqs": tail_seqs[:MAX_LISTED],
         "missing_tail_seqs": missing_tail[:MAX_LISTED],
-        "active_summary_at_read": (
-            {
-                **_brief(active),
-                "is_consumed": not active_differs,
-                "contains_fact": bool(active_fields) if active_differs else in_summary,
-            }
-            if active is not None
-            else None
-        ),
+        "served_at_read": {
+            "summary": _brief(served),
+            "basis": basis,
+            "differs": served_differs,
+            "contains_fact": served_contains if served_differs else in_summary or bool(tail_seqs),
+        },
         "manifest": {
             "summary": _brief(summary),
             "summary_status_at_read": trace.summary_status_at_read,
@@ -337,7 +359,9 @@ def investigate(artifact: Artifact, fact: str, actor: Actor, *, regex: bool = Fa
             artifact,
             {
                 "investigation": investigation.pk,
-                "fact": fact,
+                # A hash, not the text: the phrase may be personal data a later purge must erase,
+                # and audit entries are immutable.
+                "fact_sha256": hash_text(fact),
                 "regex": regex,
                 "verdict": verdict,
                 "elapsed_ms": elapsed_ms,

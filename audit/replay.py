@@ -15,8 +15,8 @@ from django.utils import timezone
 from audit.content import range_label, runs, summary_unavailable
 from audit.lineage import compactor_config, job_ref, summary_job, validation_records
 from memoryhub.canonical import hash_text, sha256_hex
-from memoryhub.errors import NotFound
-from memoryhub.models import ConsumerTrace, Event, Tenant
+from memoryhub.errors import InvalidInput, NotFound
+from memoryhub.models import ConsumerTrace, Event, Summary, Tenant
 
 BUNDLE_SCHEMA = "memoryhub.replay/v1"
 
@@ -59,9 +59,30 @@ def _missing(part: str, reason: str, **extra: Any) -> dict[str, Any]:
     return {"part": part, "reason": reason, "text": f"{part}: {reason}", **extra}
 
 
-def _manifest_check(trace: ConsumerTrace, summary_dict: dict | None, events: list[dict]) -> dict[str, Any]:
-    """The recorded manifest hash (recomputed once the context service exposes its manifest shape)."""
-    return {"recorded": trace.manifest_hash, "recomputed": None, "matches": None}
+def _manifest_check(trace: ConsumerTrace, summary: Summary | None, watermark: int) -> dict[str, Any]:
+    """Recompute the manifest of what the consumer says it read (events keep their hashes after a
+    purge, so this works on purged tails too) and compare it with the recorded manifest_hash. When
+    the trace quotes a context id of ours, the manifest of that exact read is recomputed as well."""
+    from memoryhub.context import manifest_hash, parse_context_id, recompute_manifest_hash
+
+    workflow = trace.workflow
+    rows = Event.objects.filter(workflow=workflow, seq__gt=watermark, seq__lte=trace.tail_to_seq)
+    tail = list(rows.order_by("seq").values_list("seq", "content_hash", "token_count"))
+    claimed = manifest_hash(workflow, summary, tail, trace.tail_to_seq)
+    served = None
+    try:
+        coords = parse_context_id(trace.context_id) if trace.context_id else None
+    except InvalidInput:
+        coords = None
+    if coords is not None and coords.workflow_pk == workflow.pk:
+        served = recompute_manifest_hash(workflow, coords)
+    recorded = trace.manifest_hash
+    return {
+        "recorded": recorded,
+        "recomputed": claimed,
+        "served": served,
+        "matches": bool(recorded) and recorded in (claimed, served),
+    }
 
 
 def replay_bundle(trace: ConsumerTrace) -> dict[str, Any]:
@@ -147,11 +168,6 @@ def replay_bundle(trace: ConsumerTrace) -> dict[str, Any]:
         if not getattr(trace, field):
             unavailable.append(_missing(label, "not recorded by the consumer trace"))
 
-    summary_for_manifest = (
-        {"summary_id": summary.summary_id, "content_hash": summary.content_hash}
-        if summary is not None
-        else None
-    )
     return {
         "schema": BUNDLE_SCHEMA,
         "generated_at": timezone.now().isoformat(),
@@ -172,10 +188,12 @@ def replay_bundle(trace: ConsumerTrace) -> dict[str, Any]:
             "input_tokens": trace.input_tokens,
             "source_refs": trace.source_refs,
             "head_seq_at_read": trace.head_seq_at_read,
+            "thread_id": trace.thread_id,
+            "fallback_reason": trace.fallback_reason,
         },
         "context_id": trace.context_id,
         "manifest_hash": trace.manifest_hash,
-        "manifest_check": _manifest_check(trace, summary_for_manifest, tail_events),
+        "manifest_check": _manifest_check(trace, summary, watermark),
         "graph_release": trace.graph_release,
         "checkpoint_id": trace.checkpoint_id,
         "model_ids": {

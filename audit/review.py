@@ -14,7 +14,6 @@ from typing import Any
 from memoryhub.actors import Actor
 from memoryhub.errors import InvalidInput, NotFound
 from memoryhub.models import Role, Summary, Tenant, role_at_least
-from memoryhub.models import SummaryStatus as S
 
 MAX_REASON = 2000
 
@@ -28,7 +27,6 @@ class ActionSpec:
     danger: bool = False
     needs_revision: bool = False
     needs_checks: bool = False
-    statuses: tuple[str, ...] = ()  # the statuses the action makes sense from (the service decides)
 
 
 ACTIONS: dict[str, ActionSpec] = {
@@ -39,7 +37,6 @@ ACTIONS: dict[str, ActionSpec] = {
             "Approve",
             Role.REVIEWER,
             "Approve a validated version that awaits human approval.",
-            statuses=(S.VALIDATED,),
         ),
         ActionSpec(
             "quarantine",
@@ -47,7 +44,6 @@ ACTIONS: dict[str, ActionSpec] = {
             Role.REVIEWER,
             "Take the version out of service; if it is active, the pointer falls back to an older version.",
             danger=True,
-            statuses=(S.CANDIDATE, S.VALIDATED, S.ACTIVE, S.SUPERSEDED),
         ),
         ActionSpec(
             "reject",
@@ -55,7 +51,6 @@ ACTIONS: dict[str, ActionSpec] = {
             Role.REVIEWER,
             "Reject the version: it can never become active.",
             danger=True,
-            statuses=(S.CANDIDATE, S.VALIDATED),
         ),
         ActionSpec(
             "waive",
@@ -63,14 +58,12 @@ ACTIONS: dict[str, ActionSpec] = {
             Role.REVIEWER,
             "Accept named failed validation checks; the version becomes VALIDATED.",
             needs_checks=True,
-            statuses=(S.REJECTED,),
         ),
         ActionSpec(
             "release",
             "Release",
             Role.ADMIN,
-            "Release a quarantined version back to VALIDATED.",
-            statuses=(S.QUARANTINED,),
+            "Release a quarantined version back to the status its latest validation gives it.",
         ),
         ActionSpec(
             "rollback",
@@ -79,7 +72,6 @@ ACTIONS: dict[str, ActionSpec] = {
             "Make this older version active again (compare-and-swap on the active revision).",
             danger=True,
             needs_revision=True,
-            statuses=(S.SUPERSEDED, S.VALIDATED),
         ),
     )
 }
@@ -87,12 +79,14 @@ ACTIONS: dict[str, ActionSpec] = {
 
 def available_actions(summary: Summary, role: str | None, names: list[str] | None = None) -> list[ActionSpec]:
     """The review actions ``role`` may take on ``summary`` in its current status (for buttons)."""
+    from memoryhub.lifecycle import ALLOWED_FROM  # the lifecycle service owns the state machine
+
     return [
         spec
         for spec in ACTIONS.values()
         if (names is None or spec.name in names)
         and role_at_least(role, spec.role)
-        and summary.status in spec.statuses
+        and summary.status in ALLOWED_FROM[spec.name]
     ]
 
 
@@ -148,6 +142,8 @@ def run_action(
         if revision < 0:
             raise InvalidInput("expected_revision must be a non-negative integer", code="invalid_revision")
         result = lifecycle.rollback(summary, revision, actor, reason)
+        if not result.applied:  # stale or refused: the attempt is recorded, nothing moved
+            raise result.error()
     elif spec.needs_checks:
         names = [c for c in (checks or []) if c]
         if not names:
@@ -156,7 +152,4 @@ def run_action(
     else:
         result = getattr(lifecycle, action)(summary, actor, reason)
     summary.refresh_from_db(fields=["status"])
-    applied = getattr(result, "applied", True)
-    if not applied:
-        return f"{spec.label}: nothing changed (result recorded); {summary.label} is {summary.status}."
     return f"{spec.label}: {summary.label} is now {summary.status}."

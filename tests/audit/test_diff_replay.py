@@ -30,7 +30,7 @@ def test_diff_facts_narrative_coverage(incident):
     rebuilt_new = "".join(o["new"] if o["op"] != "equal" else o["old"] for o in ops)
     assert rebuilt_new == json.loads(incident.s3.content)["narrative"]
     assert any(line.startswith("+") and "fixed" in line for line in d["narrative"]["unified"])
-    assert d["compactor_changes"] == {}
+    assert d["compactor_changes"] == {"token_budget": {"from": 6000, "to": 20}}
 
 
 def test_diff_shows_the_dropped_requirement_and_compactor_change(incident):
@@ -118,6 +118,18 @@ def test_replay_bundle_contents(incident):
     assert b["context_id"] == incident.trace.context_id and b["manifest_hash"] == incident.trace.manifest_hash
     assert b["compaction_job"]["source_revision"] == 30
     assert b["unavailable"] == [] and b["complete"] is True
+    check = b["manifest_check"]
+    assert check["matches"] is True and check["recomputed"] == check["served"] == incident.trace.manifest_hash
+
+
+def test_replay_bundle_flags_a_manifest_that_does_not_match(incident):
+    from memoryhub.models import ConsumerTrace
+
+    fake = "sha256:" + "ef" * 32
+    ConsumerTrace.objects.filter(pk=incident.trace.pk).update(manifest_hash=fake)
+    incident.trace.refresh_from_db()
+    check = replay_bundle(incident.trace)["manifest_check"]
+    assert check["recorded"] == fake and check["matches"] is False
 
 
 def test_replay_bundle_names_what_is_unavailable(incident):

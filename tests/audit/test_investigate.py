@@ -91,8 +91,9 @@ def test_reading_a_summary_other_than_the_active_one_is_assembly_failure(tenant)
     artifact = f.make_artifact(wf, "R1", [trace])
     inv = investigate(artifact, "refunds:write scope", ACTOR)
     assert inv.verdict == "assembly_failure"
-    assert inv.evidence["active_summary_at_read"]["summary_id"] == new.summary_id
-    assert inv.evidence["active_summary_at_read"]["contains_fact"] is True
+    served = inv.evidence["served_at_read"]
+    assert served["summary"]["summary_id"] == new.summary_id and served["basis"] == "lifecycle"
+    assert served["differs"] is True and served["contains_fact"] is True
 
 
 def test_most_downstream_trace_wins(incident):

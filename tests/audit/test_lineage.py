@@ -31,7 +31,12 @@ def test_lineage_walks_every_hop(incident):
     assert t["tail"]["url"] == "/workflows/api-tests-42/events/31-40/"
     assert t["tail_gap"] is None
     assert t["job"]["source_revision"] == 30 and len(t["job"]["attempts"]) == 1
-    assert [(e["action"], e["result"]) for e in t["lifecycle"]] == [("activate", "applied")]
+    assert [(e["action"], e["to_status"]) for e in t["lifecycle"]] == [
+        ("validate", "REJECTED"),
+        ("waive", "VALIDATED"),
+        ("activate", "ACTIVE"),
+    ]
+    assert t["lifecycle"][1]["actor"] == "user:bob" and t["lifecycle"][1]["reason"]
     assert t["replay_url"] == f"/traces/{incident.trace.pk}/replay/"
 
 
