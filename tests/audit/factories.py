@@ -275,6 +275,6 @@ def purge_events(workflow: Workflow, seqs: list[int], purge_id: str = "prg_test1
             seqs=seqs,
         )
         Event.objects.filter(workflow=workflow, seq__in=seqs).update(
-            content="", purged_at=timezone.now(), purge=purge
+            content="", facts=[], refs=[], purged_at=timezone.now(), purge=purge
         )
     return purge
