@@ -292,11 +292,14 @@ def _tamper(sql: str, params: list) -> None:
             finally:
                 cursor.execute(f"DELETE FROM {BYPASS_TABLE}")
         else:
+            # Django's FKs are deferred; ALTER TABLE needs no pending trigger events in the transaction.
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
             cursor.execute("ALTER TABLE memoryhub_summary DISABLE TRIGGER memoryhub_summary_append_only")
             try:
                 cursor.execute(sql, params)
             finally:
                 cursor.execute("ALTER TABLE memoryhub_summary ENABLE TRIGGER memoryhub_summary_append_only")
+                cursor.execute("SET CONSTRAINTS ALL DEFERRED")
 
 
 def test_verify_detects_content_tampered_in_the_database(api, tenant):
