@@ -174,6 +174,9 @@ def time_series(
         layout["xaxis"]["range"] = [span[0].isoformat(), span[1].isoformat()]
     if percent:
         layout["yaxis"].update(range=[0, 105], rangemode="normal", ticksuffix="%")
+    counts = [v for s in series if s.kind == "bar" and not s.secondary for v in s.values if v is not None]
+    if counts and all(float(v).is_integer() for v in counts) and max(counts) <= 5:
+        layout["yaxis"]["dtick"] = 1  # small counts: whole ticks, not 0.2 steps
     second = next((s for s in series if s.secondary), None)
     if second is not None:
         layout["yaxis2"] = {

@@ -745,7 +745,12 @@ def _workflow_list_context(request: HttpRequest) -> dict[str, Any]:
         if page.prev_cursor
         else "",
         "fragment_query": _query_without(request, fragment="table"),
-        "drill": {"since": data.get("since"), "until": data.get("until"), "has": data.get("has") or []},
+        "drill": {
+            "since": data.get("since"),
+            "until": data.get("until"),
+            "has": data.get("has") or [],
+            "titles": [SIGNALS[k].title.lower() for k in data.get("has") or []],
+        },
     }
 
 

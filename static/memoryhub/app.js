@@ -20,34 +20,44 @@
     el.appendChild(p);
   }
 
+  // Charts are drawn one at a time, each in its own task, so the page is usable before the last one is
+  // drawn; each shows its "Loading…" placeholder until then.
   window.MemoryHub.drawCharts = function (root) {
-    (root || document).querySelectorAll("[data-figure]").forEach(function (el) {
-      if (!window.Plotly) {
-        chartMessage(el, "Charts could not be loaded (plotly.min.js is missing).", "chart-error");
-        return;
-      }
-      let fig;
-      try {
-        fig = JSON.parse(el.dataset.figure);
-      } catch (err) {
-        chartMessage(el, "This chart's data could not be read.", "chart-error");
-        return;
-      }
-      el.innerHTML = "";
-      window.Plotly.newPlot(el, fig.data, fig.layout || {}, { displaylogo: false, responsive: true })
-        .then(function () {
-          el.dataset.drawn = "1";
-          if (el.dataset.drilldown) {
-            el.on("plotly_click", function (ev) {
-              const p = ev.points && ev.points[0];
-              const url = p && (Array.isArray(p.customdata) ? p.customdata[0] : p.customdata);
-              if (url) window.location.href = url;
-            });
-          }
-        })
-        .catch(function () { chartMessage(el, "This chart could not be drawn.", "chart-error"); });
-    });
+    const queue = Array.prototype.slice.call((root || document).querySelectorAll("[data-figure]"));
+    (function next() {
+      const el = queue.shift();
+      if (!el) return;
+      drawChart(el);
+      setTimeout(next, 16);
+    })();
   };
+
+  function drawChart(el) {
+    if (!window.Plotly) {
+      chartMessage(el, "Charts could not be loaded (plotly.min.js is missing).", "chart-error");
+      return;
+    }
+    let fig;
+    try {
+      fig = JSON.parse(el.dataset.figure);
+    } catch (err) {
+      chartMessage(el, "This chart's data could not be read.", "chart-error");
+      return;
+    }
+    el.innerHTML = "";
+    window.Plotly.newPlot(el, fig.data, fig.layout || {}, { displaylogo: false, responsive: true })
+      .then(function () {
+        el.dataset.drawn = "1";
+        if (el.dataset.drilldown) {
+          el.on("plotly_click", function (ev) {
+            const p = ev.points && ev.points[0];
+            const url = p && (Array.isArray(p.customdata) ? p.customdata[0] : p.customdata);
+            if (url) window.location.href = url;
+          });
+        }
+      })
+      .catch(function () { chartMessage(el, "This chart could not be drawn.", "chart-error"); });
+  }
 
   function purgeCharts(root) {
     if (!window.Plotly) return;
