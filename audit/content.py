@@ -3,7 +3,6 @@ seq ranges and links to the pages that show them."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -29,20 +28,18 @@ def summary_content(summary: Summary) -> dict[str, Any] | None:
     """The summary's parsed content, or None when a purge removed it (or it cannot be parsed)."""
     if summary.purged_by_id:
         return None
+    from memoryhub.summaries import summary_content as service_content
+
     try:
-        from memoryhub.summaries import summary_content as service_content  # helper-5's service
-    except ImportError:
-        service_content = None
-    try:
-        content = service_content(summary) if service_content else json.loads(summary.content)
+        content = service_content(summary)
     except (ValueError, TypeError, DomainError):  # purged (Conflict) or unparseable bytes
         return None
     return content if isinstance(content, dict) else None
 
 
 def summary_unavailable(summary: Summary) -> str | None:
-    if summary.purged_by_id:
-        purge = summary.purged_by
+    purge = summary.purged_by if summary.purged_by_id else None
+    if purge is not None:
         return f"summary {summary.label} content unavailable: {purge_note(purge.purge_id, purge.at)}"
     return None
 

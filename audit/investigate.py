@@ -283,7 +283,7 @@ def summary_history(workflow: Workflow, match: Matcher, until) -> list[dict[str,
     out = []
     for s in sorted(rows, key=lambda s: s.version):
         fields = summary_fields(s, match)
-        out.append({**_brief(s), "contains_fact": bool(fields), "available": fields is not None})
+        out.append({**(_brief(s) or {}), "contains_fact": bool(fields), "available": fields is not None})
     return out
 
 

@@ -149,7 +149,7 @@ def lifecycle_events(summary: Summary) -> list[dict[str, Any]]:
             "reason": e.reason,
             "expected_revision": e.expected_revision,
             "observed_revision": e.observed_revision,
-            "prior_active_summary": e.prior_active_summary.summary_id if e.prior_active_summary_id else None,
+            "prior_active_summary": e.prior_active_summary.summary_id if e.prior_active_summary else None,
             "source_revision_at_activation": e.source_revision_at_activation,
             "at": _iso(e.at),
         }
@@ -248,7 +248,7 @@ def artifact_lineage(artifact: Artifact) -> dict[str, Any]:
             "name": workflow.name,
             "graph_release": workflow.graph_release,
             "head_seq": workflow.head_seq,
-            "active_summary_id": workflow.active_summary.summary_id if workflow.active_summary_id else None,
+            "active_summary_id": workflow.active_summary.summary_id if workflow.active_summary else None,
             "url": reverse("memoryhub:workflow-detail", args=[workflow.external_id]),
         },
         "traces": traces,

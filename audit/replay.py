@@ -117,8 +117,8 @@ def replay_bundle(trace: ConsumerTrace) -> dict[str, Any]:
             "token_count": summary.token_count,
             "storage_location": summary.storage_location,
         }
-        if purged:
-            purge = summary.purged_by
+        purge = summary.purged_by if purged else None
+        if purge is not None:
             unavailable.append(
                 _missing(
                     f"summary {summary.label} content",
@@ -227,8 +227,8 @@ def _purged_parts(purged: list[Event], unavailable: list[dict[str, Any]]) -> Non
     def flush() -> None:
         if group:
             p = group[0]
-            purge_id = p.purge.purge_id if p.purge_id else "unknown purge"
-            day = p.purged_at.date().isoformat()
+            purge_id = p.purge.purge_id if p.purge else "unknown purge"
+            day = p.purged_at.date().isoformat() if p.purged_at else "an unknown date"
             unavailable.append(
                 _missing(
                     range_label(group[0].seq, group[-1].seq),

@@ -142,14 +142,15 @@ def run_action(
         if revision < 0:
             raise InvalidInput("expected_revision must be a non-negative integer", code="invalid_revision")
         result = lifecycle.rollback(summary, revision, actor, reason)
-        if not result.applied:  # stale or refused: the attempt is recorded, nothing moved
-            raise result.error()
+        error = result.error()
+        if error is not None:  # stale or refused: the attempt is recorded, nothing moved
+            raise error
     elif spec.needs_checks:
         names = [c for c in (checks or []) if c]
         if not names:
             raise InvalidInput("name at least one failed check to waive", code="invalid_checks")
-        result = lifecycle.waive(summary, names, actor, reason)
+        lifecycle.waive(summary, names, actor, reason)
     else:
-        result = getattr(lifecycle, action)(summary, actor, reason)
+        getattr(lifecycle, action)(summary, actor, reason)
     summary.refresh_from_db(fields=["status"])
     return f"{spec.label}: {summary.label} is now {summary.status}."

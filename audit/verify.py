@@ -175,7 +175,7 @@ def verify_chain(tenant: Tenant, checkpoint: dict[str, Any] | None = None) -> di
                 )
         prev_hash, prev_seq, prev_at = entry.entry_hash, entry.seq, entry.at
     extra = {"head_seq": prev_seq, "head_hash": prev_hash, "checkpoint": checkpoint}
-    if not checkpoint_seen:
+    if checkpoint is not None and not checkpoint_seen:
         return _result(
             False,
             count,

@@ -136,9 +136,7 @@ def event_range(request: HttpRequest, wf: str, from_seq: int, to_seq: int) -> Ht
             and " ".join(q.split()).casefold() in " ".join(e.content.split()).casefold()
         )
         purged = (
-            purge_note(e.purge.purge_id if e.purge_id else "unknown purge", e.purged_at)
-            if e.purged_at
-            else ""
+            purge_note(e.purge.purge_id if e.purge else "unknown purge", e.purged_at) if e.purged_at else ""
         )
         rows.append({"event": e, "hit": hit, "purged": purged, "timeline_url": event_url(workflow, e.seq)})
     return render(
@@ -251,28 +249,36 @@ def summary_action(request: HttpRequest, summary_id: str, action: str) -> HttpRe
     spec = review.ACTIONS[action]
     _require_role(role, spec.role)
     fallback = f"/summaries/{summary.summary_id}/"
-    context = {
+    next_url = _safe_next(request, fallback)
+    context: dict[str, Any] = {
         "summary": summary,
         "action": action,
         "spec": spec,
-        "next": _safe_next(request, fallback),
+        "next": next_url,
         "failed_checks": review.failed_checks(summary),
         "workflow": summary.workflow,
     }
     if request.method == "GET":
         return render(request, "audit/summary_action.html", context)
-    form = {
+    form: dict[str, Any] = {
         "reason": request.POST.get("reason", ""),
         "expected_revision": request.POST.get("expected_revision", ""),
         "checks": request.POST.getlist("checks"),
     }
     try:
-        result = review.run_action(action, summary, Actor.from_request(request), **form)
+        result = review.run_action(
+            action,
+            summary,
+            Actor.from_request(request),
+            reason=form["reason"],
+            expected_revision=form["expected_revision"],
+            checks=form["checks"],
+        )
     except DomainError as exc:
         context.update(form=form, form_error=exc.detail)
         return render(request, "audit/summary_action.html", context, status=exc.status)
     messages.success(request, result)
-    return redirect(context["next"])
+    return redirect(next_url)
 
 
 urlpatterns = [

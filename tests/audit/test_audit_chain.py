@@ -288,3 +288,11 @@ def test_audit_page_lists_filters_and_shows_chain_status(chain, carol):
 
 def test_audit_page_needs_login(client, chain):
     assert client.get("/audit/").status_code == 302
+
+
+def test_audit_list_query_count_does_not_grow(chain, api, django_assert_max_num_queries):
+    with django_assert_max_num_queries(8) as small:
+        assert api.get("/api/v1/audit/").status_code == 200
+    add_entries(chain, 120)
+    with django_assert_max_num_queries(len(small.captured_queries)):
+        assert len(api.get("/api/v1/audit/").json()["results"]) == 50
