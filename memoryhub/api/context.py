@@ -211,6 +211,8 @@ class WorkflowTraces(generics.ListAPIView, TenantAPIView):
     ordering_fields = ["at", "tail_to_seq"]
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no request tenant
+            return ConsumerTrace.objects.none()
         workflow = self.workflow(self.kwargs["wf"])
         return ConsumerTrace.objects.filter(workflow=workflow).select_related("summary", "workflow")
 
@@ -244,6 +246,8 @@ class WorkflowArtifacts(generics.ListAPIView, TenantAPIView):
     pagination_class = StandardPagination
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Artifact.objects.none()
         workflow = self.workflow(self.kwargs["wf"])
         return (
             Artifact.objects.filter(workflow=workflow)
