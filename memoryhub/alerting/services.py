@@ -20,7 +20,7 @@ from django.utils.dateparse import parse_datetime
 from memoryhub.actors import Actor
 from memoryhub.errors import InvalidInput
 from memoryhub.metrics import METRICS
-from memoryhub.models import AlertRule, Channel, ChannelKind, Comparator, Tenant
+from memoryhub.models import AlertEvaluation, AlertRule, Channel, ChannelKind, Comparator, Tenant
 
 RULE_FIELDS = {
     "name",
@@ -252,6 +252,9 @@ def update_rule(rule: AlertRule, data: dict[str, Any], actor: Actor) -> AlertRul
 
     values = clean_rule(rule.tenant, data, rule)
     channels = values.pop("channels", None)
+    measures_something_else = any(
+        field in values and values[field] != getattr(rule, field) for field in ("metric", "workflow_filter")
+    )
     with transaction.atomic():
         for field, value in values.items():
             setattr(rule, field, value)
@@ -259,6 +262,10 @@ def update_rule(rule: AlertRule, data: dict[str, Any], actor: Actor) -> AlertRul
         if definition_changed or "enabled" in values:
             rule.next_eval_at = timezone.now()
         rule.save()
+        if measures_something_else:
+            # Old raw samples measured another metric or scope: keep them on the chart, but out
+            # of the window's max/min/avg.
+            AlertEvaluation.objects.filter(rule=rule).update(sample=None)
         if channels is not None:
             rule.channels.set(channels)
         record(

@@ -276,3 +276,19 @@ def test_four_workers_evaluate_each_of_many_due_rules_exactly_once(tenant):
         .order_by("rule_id")
     )
     assert len(counts) == len(set(counts)) == 25
+
+
+def test_changing_what_a_rule_measures_drops_old_samples_from_the_window(tenant):
+    from memoryhub.actors import Actor
+    from memoryhub.alerting.services import update_rule
+
+    set_totals(make_workflow(tenant, "big-1"), tail_tokens=20_000)
+    set_totals(make_workflow(tenant, "small-1"), tail_tokens=100)
+    rule = only_rule(tenant, name="tail", metric="tail_tokens", aggregation="max", critical_threshold=10_000)
+    with frozen(T0):
+        assert evaluate_rule(rule).evaluation.state == "critical"
+    with frozen(T0 + timedelta(minutes=1)):
+        update_rule(rule, {"workflow_filter": "small-"}, Actor.user("alice"))
+        outcome = evaluate_rule(rule)
+    assert outcome.evaluation.value == 100  # not the 20,000 peak of another scope
+    assert AlertEvaluation.objects.filter(rule=rule).count() == 2  # the history stays on the chart
