@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import InterfaceError as DatabaseInterfaceError
+from django.db import OperationalError as DatabaseOperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -12,6 +15,8 @@ from rest_framework.views import exception_handler
 
 from memoryhub.errors import DomainError
 from memoryhub.redaction import redact_text
+
+logger = logging.getLogger("memoryhub.api")
 
 _CODES = {
     exceptions.ParseError: "malformed_json",
@@ -47,6 +52,19 @@ def _first_message(detail: Any, path: str = "") -> str:
 def json_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, DomainError):
         return Response(exc.as_dict(), status=exc.status)
+    if isinstance(exc, DatabaseOperationalError | DatabaseInterfaceError):
+        # The database went away mid-request (failover, killed connection): the transaction rolled
+        # back, nothing was written, and the same request can be retried.
+        logger.warning("database unavailable: %s", exc)
+        response = Response(
+            {
+                "error": "database_unavailable",
+                "detail": "The database connection failed; nothing was written. Retry.",
+            },
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+        )
+        response["Retry-After"] = "1"
+        return response
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     elif isinstance(exc, DjangoPermissionDenied):

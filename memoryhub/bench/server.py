@@ -25,15 +25,27 @@ def running_server(workers: int = 2, env: dict[str, str] | None = None):
     """Yield the base URL of a gunicorn serving this project with the current database settings."""
     port = free_port()
     gunicorn = Path(sys.executable).with_name("gunicorn")
-    child_env = {**os.environ, **(env or {})}
-    db = settings.DATABASES["default"]
-    if db["ENGINE"].endswith("postgresql"):
-        child_env["DATABASE_URL"] = (
-            f"postgres://{db.get('USER') or 'postgres'}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
-        )
+    from memoryhub.compaction.worker import database_url
+
+    child_env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "MEMORYHUB_VAR_DIR": str(settings.VAR_DIR),
+        **(env or {}),
+    }
     proc = subprocess.Popen(
-        [str(gunicorn), "memoryhub.wsgi:application", "-w", str(workers), "-b", f"127.0.0.1:{port}",
-         "--log-level", "warning", "--timeout", "120"],
+        [
+            str(gunicorn),
+            "memoryhub.wsgi:application",
+            "-w",
+            str(workers),
+            "-b",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+            "--timeout",
+            "120",
+        ],
         cwd=settings.BASE_DIR,
         env=child_env,
     )
