@@ -14,3 +14,22 @@ def review_actions_for(summary, role, actions=None):
     """Review actions the current role may take on ``summary`` (a list of ActionSpec)."""
     names = [a.strip() for a in actions.split(",")] if isinstance(actions, str) else actions
     return available_actions(summary, role, names)
+
+
+@register.filter
+def when(value) -> str:
+    """An ISO timestamp (as the lineage dict carries it) or a datetime, shown to the second in UTC."""
+    from datetime import UTC, datetime
+
+    if not value:
+        return "—"
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC)
+        return value.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return str(value)
