@@ -147,7 +147,7 @@ def _reason(reason: str | None, *, required: bool) -> str:
 
 
 def _revision(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
         raise InvalidInput(
             "'expected_revision' must be a non-negative integer", code="invalid_expected_revision"
         )
