@@ -1,0 +1,195 @@
+"""Scale: a deployment-sized tenant (COPY), then hot paths at 1k- vs 1M-event histories, pages on
+the big dataset vs an empty one, and CAS activations with 8 clients — all in one run."""
+
+from __future__ import annotations
+
+import io
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from django.core.management import call_command
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from memoryhub.actors import Actor
+from memoryhub.bench import dataset
+from memoryhub.bench.server import running_server
+from memoryhub.models import Role, Workflow
+from memoryhub.tenancy import add_member, create_tenant, issue_api_key
+from memoryhub.traces import record_artifact, record_trace
+from memoryhub.workflows import create_workflow
+
+Log = Callable[[str], None]
+ACTOR = Actor.system("bench")
+
+
+def _p50(samples: list[float]) -> float:
+    return round(statistics.median(samples) * 1000, 2)
+
+
+def _traced_artifact(wf: Workflow, artifact_id: str) -> str:
+    wf.refresh_from_db()
+    record_trace(
+        wf,
+        {
+            "agent": "publisher",
+            "agent_run_id": f"{artifact_id}-run",
+            "model_call_id": f"{artifact_id}-call",
+            "summary_id": wf.active_summary.summary_id,
+            "tail_to_seq": wf.head_seq,
+            "graph_release": "bench@1",
+            "checkpoint_id": "ck-1",
+        },
+        ACTOR,
+    )
+    record_artifact(
+        wf,
+        {
+            "artifact_id": artifact_id,
+            "kind": "test-suite",
+            "produced_by": {"model_call_id": f"{artifact_id}-call"},
+        },
+        ACTOR,
+    )
+    return artifact_id
+
+
+def hot_paths(base: str, key: str, small: Workflow, big: Workflow, rounds: int, log: Log) -> dict[str, Any]:
+    """p50 of each hot call at both history sizes, interleaved request by request (noise hits both)."""
+    calls = {
+        "trivial_get": lambda http, wf, art: http.get(f"/api/v1/workflows/{wf}/"),
+        "context_read": lambda http, wf, art: http.get(f"/api/v1/workflows/{wf}/context/"),
+        "trigger_decision": lambda http, wf, art: http.post(
+            f"/api/v1/workflows/{wf}/trigger/",
+            json={"expected_next_step_tokens": 2000, "checkpoint_safe": True},
+        ),
+        "lineage": lambda http, wf, art: http.get(f"/api/v1/artifacts/{art}/lineage/"),
+        "investigation": lambda http, wf, art: http.post(
+            f"/api/v1/artifacts/{art}/investigate/", json={"fact": "401 Unauthorized"}
+        ),
+    }
+    targets = {"1k": (small.external_id, "BENCH-1K"), "1M": (big.external_id, "BENCH-1M")}
+    results: dict[str, Any] = {}
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=120) as http:
+        for name, call in calls.items():
+            samples: dict[str, list[float]] = {"1k": [], "1M": []}
+            n = rounds if name != "investigation" else max(10, rounds // 5)
+            for i in range(n + 3):
+                for size, (wf, art) in targets.items():
+                    started = time.perf_counter()
+                    r = call(http, wf, art)
+                    elapsed = time.perf_counter() - started
+                    if r.status_code >= 400:
+                        raise RuntimeError(f"{name} {size}: {r.status_code} {r.text[:300]}")
+                    if i >= 3:  # warm-up excluded
+                        samples[size].append(elapsed)
+            small_ms, big_ms = _p50(samples["1k"]), _p50(samples["1M"])
+            results[name] = {"p50_ms_1k": small_ms, "p50_ms_1M": big_ms, "ratio": round(big_ms / small_ms, 2)}
+            log(f"  {name:<18} 1k {small_ms:>8.2f} ms   1M {big_ms:>8.2f} ms   ratio {big_ms / small_ms:.2f}")
+    results["context_vs_trivial"] = round(
+        results["context_read"]["p50_ms_1M"] / results["trivial_get"]["p50_ms_1M"], 2
+    )
+    return results
+
+
+def pages(
+    big_tenant, empty_tenant, big_wf: Workflow, empty_wf: Workflow, rounds: int, log: Log
+) -> dict[str, Any]:
+    """Render time (p50, in-process) and query counts of the main pages, big dataset vs empty tenant."""
+    add_member(big_tenant, "bench-viewer", Role.VIEWER, password="bench-pass-123")
+    membership = add_member(empty_tenant, "bench-viewer", Role.VIEWER)
+    client = Client()
+    client.force_login(membership.user)
+    session = client.session
+    results: dict[str, Any] = {}
+    for name, big_url, empty_url in (
+        ("overview", "/overview/", "/overview/"),
+        ("workflow_list", "/workflows/", "/workflows/"),
+        ("workflow_detail", f"/workflows/{big_wf.external_id}/", f"/workflows/{empty_wf.external_id}/"),
+    ):
+        measured = {}
+        for label, tenant, url in (("big", big_tenant, big_url), ("empty", empty_tenant, empty_url)):
+            session["memoryhub_tenant_id"] = tenant.pk
+            session.save()
+            times, queries = [], 0
+            for i in range(rounds + 2):
+                with CaptureQueriesContext(connection) as ctx:
+                    started = time.perf_counter()
+                    r = client.get(url)
+                    elapsed = time.perf_counter() - started
+                if r.status_code != 200:
+                    raise RuntimeError(f"{name} {label}: {r.status_code}")
+                if i >= 2:
+                    times.append(elapsed)
+                queries = len(ctx.captured_queries)
+            measured[label] = {"p50_ms": _p50(times), "queries": queries}
+        ratio = round(measured["big"]["p50_ms"] / measured["empty"]["p50_ms"], 2)
+        results[name] = {
+            **{f"{k}_{lab}": v for lab, m in measured.items() for k, v in m.items()},
+            "ratio": ratio,
+        }
+        log(
+            f"  {name:<16} big {measured['big']['p50_ms']:>8.2f} ms ({measured['big']['queries']} q)   "
+            f"empty {measured['empty']['p50_ms']:>8.2f} ms ({measured['empty']['queries']} q)   ratio {ratio}"
+        )
+    return results
+
+
+def activations(log: Log) -> dict[str, Any]:
+    out = io.StringIO()
+    call_command("bench_activation", clients=8, seconds=10, stdout=out)
+    rows = {}
+    for line in out.getvalue().splitlines():
+        parts = line.strip().rsplit(None, 1)
+        if len(parts) == 2 and line.startswith("  "):
+            rows[parts[0].strip()] = parts[1]
+    log(
+        f"  activations: {rows.get('applied activations/s')} applied/s, {rows.get('attempts/s')} attempts/s, "
+        f"lost updates {rows.get('lost updates')}"
+    )
+    return rows
+
+
+def run(
+    *, workflows: int = 10_000, big_events: int = 1_000_000, rounds: int = 60, log: Log = print
+) -> dict[str, Any]:
+    if connection.vendor != "postgresql":
+        raise RuntimeError("the scale benchmark runs on PostgreSQL")
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    tenant = create_tenant(f"bench-scale-{stamp}", "Scale benchmark")
+    empty = create_tenant(f"bench-empty-{stamp}", "Empty tenant")
+    log(f"building the dataset: {workflows:,} workflows …")
+    counts = dataset.build(tenant, workflows=workflows, log=log)
+    small = dataset.history_workflow(tenant, "hist-1k", 1_000, log=log)
+    big = dataset.history_workflow(tenant, "hist-1m", big_events, log=log)
+    _traced_artifact(small, "BENCH-1K")
+    _traced_artifact(big, "BENCH-1M")
+    empty_wf, _ = create_workflow(empty, "empty", actor=ACTOR)
+    key = issue_api_key(tenant, "bench").secret
+    log("hot paths over HTTP (p50):")
+    with running_server(workers=1) as base:
+        hot = hot_paths(base, key, small, big, rounds, log)
+    log("pages (in-process render):")
+    page_results = pages(tenant, empty, big, empty_wf, max(10, rounds // 4), log)
+    log("CAS activations, 8 clients:")
+    acts = activations(log)
+    targets = {
+        "hot_path_ratio_max": 1.3,
+        "page_ratio_max": 3.0,
+        "context_vs_trivial_max": 2.0,
+    }
+    misses = [k for k, v in hot.items() if isinstance(v, dict) and v["ratio"] > targets["hot_path_ratio_max"]]
+    misses += [k for k, v in page_results.items() if v["ratio"] > targets["page_ratio_max"]]
+    misses += [f"{k} queries" for k, v in page_results.items() if v["queries_big"] != v["queries_empty"]]
+    return {
+        "dataset": counts,
+        "hot_paths": hot,
+        "pages": page_results,
+        "activations": acts,
+        "targets": targets,
+        "misses": misses,
+    }
