@@ -16,6 +16,9 @@ from memoryhub.errors import InvalidInput, NotFound
 from memoryhub.models import Role, Summary, Tenant, role_at_least
 
 MAX_REASON = 2000
+# Allowed by the state machine but pointless as a button: a REJECTED version already serves nobody
+# (purges still quarantine such versions through the service).
+HIDDEN = frozenset({("quarantine", "REJECTED")})
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ def available_actions(summary: Summary, role: str | None, names: list[str] | Non
         if (names is None or spec.name in names)
         and role_at_least(role, spec.role)
         and summary.status in ALLOWED_FROM[spec.name]
+        and (spec.name, summary.status) not in HIDDEN
     ]
 
 

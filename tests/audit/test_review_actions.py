@@ -173,3 +173,9 @@ def test_release_shown_to_admins_only(incident, bob, alice):
     s2 = Summary.objects.get(pk=incident.s2.pk)
     assert [s.name for s in available_actions(s2, bob.role)] == []
     assert [s.name for s in available_actions(s2, alice.role)] == ["release"]
+
+
+def test_rejected_summary_offers_waive_not_quarantine(incident, bob):
+    candidate = over_budget(incident.workflow)
+    assert candidate.status == "REJECTED"
+    assert [s.name for s in available_actions(candidate, bob.role)] == ["waive"]
