@@ -278,6 +278,20 @@ def sweep_outbox(*, grace_seconds: float | None = None) -> dict[str, int]:
     return counts
 
 
+def seconds_until_next_lease_expiry() -> float | None:
+    """When the earliest running attempt's lease runs out (None when nothing is running)."""
+    now = timezone.now()
+    remaining = []
+    for attempts in CompactionJob.objects.filter(status=JobStatus.RUNNING).values_list("attempts", flat=True)[
+        :500
+    ]:
+        current = _current_attempt(attempts)
+        if current is not None:
+            started = datetime.fromisoformat(current["started_at"])
+            remaining.append((started + timedelta(seconds=lease_seconds()) - now).total_seconds())
+    return max(0.0, min(remaining)) if remaining else None
+
+
 # -- running a job --------------------------------------------------------------------------------
 
 

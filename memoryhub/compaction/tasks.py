@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from celery.signals import worker_ready
+
 from memoryhub.celery import app
 from memoryhub.compaction import jobs
 
@@ -23,5 +27,21 @@ def run_compaction(self, job_id: int) -> str:
 
 
 @app.task(name="memoryhub.compaction.sweep_outbox", ignore_result=True)
-def sweep_outbox() -> dict[str, int]:
-    return jobs.sweep_outbox()
+def sweep_outbox(follow_up: bool = False) -> dict[str, int]:
+    """Periodic (beat) and at worker start. ``follow_up`` sweeps once more when the earliest
+    running lease expires, so a job orphaned just before a restart is not left to the next beat."""
+    counts = jobs.sweep_outbox()
+    if follow_up:
+        delay = jobs.seconds_until_next_lease_expiry()
+        if delay is not None:
+            sweep_outbox.apply_async(countdown=delay + 0.5)
+    return counts
+
+
+@worker_ready.connect
+def sweep_when_a_worker_starts(sender: Any = None, **kwargs: Any) -> None:
+    """A (re)started worker re-sends what a dead worker left behind, without waiting for beat.
+
+    Sent as a task rather than run here: the worker's main process keeps no database connection.
+    """
+    sweep_outbox.apply_async(kwargs={"follow_up": True})

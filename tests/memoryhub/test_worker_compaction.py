@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
+from kombu import pools as kombu_pools
 
 from memoryhub.actors import Actor
 from memoryhub.celery import app
@@ -107,8 +108,7 @@ def test_the_same_job_delivered_three_times_concurrently_makes_one_summary(broke
     assert Summary.objects.filter(workflow=wf).count() == 1
 
 
-def test_a_worker_killed_mid_task_is_redelivered_and_completes_once(broker, wf, llm, settings, tmp_path):
-    settings.MEMORYHUB_COMPACTION_LEASE_SECONDS = 3
+def test_a_worker_killed_mid_task_is_redelivered_and_completes_once(broker, wf, llm, tmp_path):
     env = llm_env(llm, MEMORYHUB_COMPACTION_LEASE_SECONDS="3")
     llm.gate = threading.Event()  # hold the first answer: the worker is mid-task
     with running_worker(env=env, log_dir=tmp_path, name="doomed") as doomed:
@@ -118,9 +118,9 @@ def test_a_worker_killed_mid_task_is_redelivered_and_completes_once(broker, wf, 
         doomed.kill(signal.SIGKILL)
     gate, llm.gate = llm.gate, None  # later requests answer at once
     gate.set()
+    # No manual step: a starting worker sweeps for jobs whose worker died (now, or when the lease
+    # expires) and the redelivered attempt takes the job over.
     with running_worker(env=env, log_dir=tmp_path, name="survivor"):
-        time.sleep(3.5)  # the dead attempt's lease expires
-        assert jobs.sweep_outbox(grace_seconds=0)["running"] == 1
         wait_for(lambda: finished(job.pk), what="the redelivered job")
     job.refresh_from_db()
     assert job.status == JobStatus.SUCCEEDED and job.outcome == "activated"
@@ -130,21 +130,16 @@ def test_a_worker_killed_mid_task_is_redelivered_and_completes_once(broker, wf, 
     assert len(llm.requests) == 2
 
 
-def test_a_job_whose_worker_always_dies_ends_failed_instead_of_looping(broker, wf, llm, settings, tmp_path):
-    settings.MEMORYHUB_COMPACTION_LEASE_SECONDS = 1
-    env = llm_env(llm, MEMORYHUB_COMPACTION_LEASE_SECONDS="1", MEMORYHUB_COMPACTION_MAX_DELIVERIES="2")
+def test_a_job_whose_worker_always_dies_ends_failed_instead_of_looping(broker, wf, llm, tmp_path):
+    env = llm_env(llm, MEMORYHUB_COMPACTION_LEASE_SECONDS="2", MEMORYHUB_COMPACTION_MAX_DELIVERIES="2")
     llm.gate = threading.Event()  # never answers: every worker dies mid-task
     job, _ = jobs.request_compaction(wf, compactor="openai-chat-v1", actor=ACTOR)
     for delivery in (1, 2):
+        # Delivery 1 is the request's message; each later one is re-sent by the starting worker.
         with running_worker(env=env, log_dir=tmp_path, name=f"crash{delivery}") as worker:
-            if delivery > 1:
-                time.sleep(1.5)
-                jobs.sweep_outbox(grace_seconds=0)
             wait_for(lambda d=delivery: len(attempts(job.pk)) == d, what=f"delivery {delivery}")
             worker.kill(signal.SIGKILL)
     with running_worker(env=env, log_dir=tmp_path, name="last"):
-        time.sleep(1.5)
-        jobs.sweep_outbox(grace_seconds=0)
         wait_for(lambda: finished(job.pk), what="the job to give up")
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED
@@ -215,8 +210,8 @@ def app_broker(url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("CELERY_BROKER_URL", url)
 
     def reset() -> None:
-        if app._pool is not None:
-            app._pool.force_close_all()
+        # Close and forget every cached connection/producer pool (kombu caches them per URL).
+        kombu_pools.reset()
         app._pool = None
         app.amqp._producer_pool = None
 
@@ -252,7 +247,8 @@ def test_broker_down_at_enqueue_keeps_the_job_pending_until_the_sweeper_sends_it
         assert job_state(job.pk).status == JobStatus.PENDING  # nothing lost, nothing run
 
         with redis_server(port):
-            # The broker is back: a worker with its embedded beat runs the periodic sweep.
+            # The broker is back: the sweeper (at worker start, then every 30 s from the embedded
+            # beat) hands the job over.
             env = {"MEMORYHUB_OUTBOX_GRACE_SECONDS": "0"}
             with running_worker(beat=True, broker_url=url, env=env, log_dir=tmp_path, name="beat"):
                 wait_for(lambda: finished(job.pk), timeout=90, what="the sweeper to enqueue the job")
