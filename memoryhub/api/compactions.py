@@ -94,6 +94,8 @@ class WorkflowCompactions(generics.ListAPIView, TenantAPIView):
     ordering_fields = ["created_at", "source_revision"]
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation: no request tenant
+            return CompactionJob.objects.none()
         workflow = self.workflow(self.kwargs["wf"])
         # Workflow page: a workflow's jobs by recency (index memoryhub_job_wf_recent).
         return CompactionJob.objects.filter(tenant=self.request.tenant, workflow=workflow).select_related(

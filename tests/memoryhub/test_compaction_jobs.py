@@ -361,3 +361,22 @@ def test_sweeper_enqueues_pending_and_orphaned_jobs(settings, wf):
     assert counts["running"] == 1 and counts["queued"] == 1  # orphan re-sent; queued one presumed lost
     orphan.refresh_from_db()
     assert orphan.status == JobStatus.RUNNING and orphan.enqueue_attempts == 1
+
+
+def test_listing_jobs_costs_the_same_queries_for_one_or_many(api, wf):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    run(request(wf, source_revision=3))
+
+    def list_queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert api.get("/api/v1/workflows/api-tests-42/compactions/").status_code == 200
+        return len(captured.captured_queries)
+
+    list_queries()  # warm up per-key bookkeeping (last_used_at) so only the listing is compared
+    one = list_queries()
+    for revision in range(4, 9):
+        run(request(wf, source_revision=revision), f"task-{revision}")
+    assert list_queries() == one
+    assert len(api.get("/api/v1/workflows/api-tests-42/compactions/?status=SUCCEEDED").json()["results"]) == 6
