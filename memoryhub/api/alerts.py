@@ -14,7 +14,7 @@ import django_filters
 from django.db.models import Prefetch
 from django.urls import path
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view, inline_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 
@@ -95,6 +95,8 @@ class RuleInputSerializer(serializers.Serializer):
 
 class ChannelSerializer(serializers.ModelSerializer):
     url = serializers.SerializerMethodField()
+    # Blank for webhook/Slack channels, so not documented as format "email".
+    email = serializers.CharField(read_only=True)
     secret_set = serializers.SerializerMethodField()
     enabled = serializers.SerializerMethodField()
 
@@ -182,12 +184,54 @@ class EvaluationSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class EvaluationListSerializer(serializers.Serializer):
+    rule_id = serializers.IntegerField()
+    evaluations = EvaluationSerializer(many=True)
+
+
+class NotificationListSerializer(serializers.Serializer):
+    channel_id = serializers.IntegerField()
+    notifications = NotificationSerializer(many=True)
+
+
+class MetricDefinitionSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["counter", "gauge", "ratio", "mean"])
+    unit = serializers.CharField()
+    description = serializers.CharField()
+
+
+class SeriesPointSerializer(serializers.Serializer):
+    t = serializers.DateTimeField()
+    value = serializers.FloatField(allow_null=True)
+
+
+class MetricsResponseSerializer(serializers.Serializer):
+    """A snapshot (``metrics`` + ``definitions``) or, with ?metric=, that metric's ``series``."""
+
+    at = serializers.DateTimeField(required=False)
+    window_minutes = serializers.IntegerField(required=False)
+    workflow_prefix = serializers.CharField(required=False, allow_blank=True)
+    metrics = serializers.DictField(child=serializers.FloatField(allow_null=True), required=False)
+    definitions = serializers.DictField(child=MetricDefinitionSerializer(), required=False)
+    metric = serializers.CharField(required=False)
+    kind = serializers.CharField(required=False)
+    unit = serializers.CharField(required=False)
+    bucket_minutes = serializers.IntegerField(required=False)
+    rollup_minutes = serializers.IntegerField(required=False)
+    series = SeriesPointSerializer(many=True, required=False)
+
+
 QUEUED = inline_serializer(
     "TestQueued", {"queued": serializers.BooleanField(), "detail": serializers.CharField()}
 )
 
 
 # --- views ----------------------------------------------------------------------------------
+
+
+def _list_responses(serializer) -> dict:
+    # 400: a bad filter value; 404: a page past the end.
+    return {200: serializer(many=True), 400: ErrorSerializer, 404: ErrorSerializer}
 
 
 def _rules(tenant):
@@ -220,6 +264,7 @@ class RuleFilter(django_filters.FilterSet):
         fields = ["state", "metric", "enabled"]
 
 
+@extend_schema_view(get=extend_schema(responses=_list_responses(RuleSerializer)))
 class RuleListCreate(generics.ListAPIView, TenantAPIView):
     serializer_class = RuleSerializer
     filterset_class = RuleFilter
@@ -318,7 +363,7 @@ class RuleMute(TenantAPIView):
 class RuleEvaluations(TenantAPIView):
     @extend_schema(
         parameters=[OpenApiParameter("limit", int, description="Newest first, 1-1000 (default 100).")],
-        responses={200: EvaluationSerializer(many=True), 404: ErrorSerializer},
+        responses={200: EvaluationListSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
     )
     def get(self, request, pk: int):
         rule = _rule(request, pk)
@@ -329,6 +374,7 @@ class RuleEvaluations(TenantAPIView):
         )
 
 
+@extend_schema_view(get=extend_schema(responses=_list_responses(ChannelSerializer)))
 class ChannelListCreate(generics.ListAPIView, TenantAPIView):
     serializer_class = ChannelSerializer
     search_fields = ["name"]
@@ -400,7 +446,7 @@ class ChannelEnable(TenantAPIView):
 class ChannelNotifications(TenantAPIView):
     @extend_schema(
         parameters=[OpenApiParameter("limit", int, description="Newest first, 1-500 (default 50).")],
-        responses={200: NotificationSerializer(many=True), 404: ErrorSerializer},
+        responses={200: NotificationListSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
     )
     def get(self, request, pk: int):
         channel = _channel(request, pk)
@@ -421,6 +467,7 @@ class AlertFilter(django_filters.FilterSet):
         fields = ["rule", "to_state", "since"]
 
 
+@extend_schema_view(get=extend_schema(responses=_list_responses(AlertSerializer)))
 class AlertList(generics.ListAPIView, TenantAPIView):
     """State flips (ok ↔ warning ↔ critical), newest first."""
 
@@ -457,7 +504,7 @@ class MetricsView(TenantAPIView):
             ),
         ],
         responses={
-            200: inline_serializer("Metrics", {"metrics": serializers.DictField()}),
+            200: MetricsResponseSerializer,
             400: ErrorSerializer,
         },
     )
