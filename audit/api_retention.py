@@ -6,13 +6,13 @@ from django.urls import path
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
 
 from audit.models import Purge
 from audit.purge import parse_selector, purge_events
 from audit.retention import policies_for, set_policies
 from memoryhub.api.common import WF, TenantAPIView, body_object, int_param
 from memoryhub.api.serializers import ErrorSerializer
+from memoryhub.api.throttles import PrincipalScopedThrottle
 from memoryhub.models import Role
 
 PoliciesSerializer = inline_serializer(
@@ -61,7 +61,7 @@ class RetentionView(TenantAPIView):
 
 class PurgeView(TenantAPIView):
     write_role = Role.ADMIN
-    throttle_classes = [ScopedRateThrottle]
+    throttle_classes = [PrincipalScopedThrottle]
     throttle_scope = "purge"
 
     @extend_schema(

@@ -41,6 +41,7 @@ from memoryhub.models import (
     SummaryStatus,
     Workflow,
 )
+from memoryhub.search import candidate_seqs
 
 MAX_FACT_CHARS = 500
 MAX_LISTED = 50  # matches listed per kind of evidence (the counts are always exact)
@@ -60,8 +61,25 @@ def _normalise(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def make_matcher(fact: str, *, regex: bool = False) -> Matcher:
-    """Case-insensitive matcher: whitespace-insensitive substring, or a validated regex (400 if bad)."""
+@dataclass(frozen=True)
+class FactMatcher:
+    """Case-insensitive matcher: whitespace-insensitive substring, or a compiled regex.
+
+    It keeps the original phrase so the event search can ask the database index for candidates.
+    """
+
+    fact: str
+    regex: bool
+    pattern: re.Pattern[str] | None = None
+
+    def __call__(self, text: str) -> bool:
+        if self.pattern is not None:
+            return self.pattern.search(text) is not None
+        return _normalise(self.fact) in _normalise(text)
+
+
+def make_matcher(fact: str, *, regex: bool = False) -> FactMatcher:
+    """A matcher for ``fact``; a bad fact or regex is a 400."""
     if not isinstance(fact, str) or not fact.strip():
         raise InvalidInput("fact must be a non-empty string", code="invalid_fact")
     if len(fact) > MAX_FACT_CHARS:
@@ -71,9 +89,8 @@ def make_matcher(fact: str, *, regex: bool = False) -> Matcher:
             pattern = re.compile(fact, re.IGNORECASE)
         except re.error as exc:
             raise InvalidInput(f"invalid regular expression: {exc}", code="invalid_regex")
-        return lambda text: pattern.search(text) is not None
-    needle = _normalise(fact)
-    return lambda text: needle in _normalise(text)
+        return FactMatcher(fact, True, pattern)
+    return FactMatcher(fact, False)
 
 
 @dataclass
@@ -87,6 +104,11 @@ def search_events(workflow: Workflow, match: Matcher, from_seq: int, to_seq: int
     qs = Event.objects.filter(workflow=workflow, seq__gte=from_seq, purged_at__isnull=True)
     if to_seq is not None:
         qs = qs.filter(seq__lte=to_seq)
+    if isinstance(match, FactMatcher):
+        # PostgreSQL: the trigram index narrows a million-event history to the candidate rows.
+        candidates = candidate_seqs(workflow.pk, match.fact, regex=match.regex, from_seq=from_seq, to_seq=to_seq)
+        if candidates is not None:
+            qs = qs.filter(seq__in=candidates)
     seqs: list[int] = []
     matches: list[dict[str, Any]] = []
     rows = qs.order_by("seq").values_list("seq", "kind", "agent", "content", "facts", "refs")

@@ -152,6 +152,17 @@ MEMORYHUB_MODEL_PRICES = {
     "extractive-v1": (0.0, 0.0),
 }
 
+# --- Compaction jobs ---------------------------------------------------------------------
+MEMORYHUB_DEFAULT_COMPACTOR = env("MEMORYHUB_DEFAULT_COMPACTOR", default="extractive-v1")
+# A RUNNING attempt whose worker went silent this long is taken over by the next delivery.
+MEMORYHUB_COMPACTION_LEASE_SECONDS = env.float("MEMORYHUB_COMPACTION_LEASE_SECONDS", default=600)
+MEMORYHUB_COMPACTION_MAX_DELIVERIES = env.int("MEMORYHUB_COMPACTION_MAX_DELIVERIES", default=5)
+MEMORYHUB_COMPACTION_MAX_RETRIES = env.int("MEMORYHUB_COMPACTION_MAX_RETRIES", default=3)
+MEMORYHUB_COMPACTION_RETRY_BACKOFF = env.float("MEMORYHUB_COMPACTION_RETRY_BACKOFF", default=5)
+MEMORYHUB_OUTBOX_GRACE_SECONDS = env.float("MEMORYHUB_OUTBOX_GRACE_SECONDS", default=5)
+# 0 = half of the workflow policy's target_tokens.
+MEMORYHUB_SUMMARY_TOKEN_BUDGET = env.int("MEMORYHUB_SUMMARY_TOKEN_BUDGET", default=0)
+
 # --- Celery ---------------------------------------------------------------------------------
 BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://")
@@ -210,6 +221,13 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "SummaryStatusEnum": "memoryhub.models.summaries.SummaryStatus",
+        "EventKindEnum": "memoryhub.models.workflows.EventKind",
+        "ChannelKindEnum": "memoryhub.models.alerts.ChannelKind",
+        "JobStatusEnum": "memoryhub.models.compaction.JobStatus",
+        "AlertStateEnum": "memoryhub.models.alerts.AlertState",
+    },
 }
 
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

@@ -21,6 +21,7 @@ from rest_framework.response import Response
 from memoryhub import lifecycle
 from memoryhub.api.common import WF, TenantAPIView, body_object
 from memoryhub.api.serializers import ErrorSerializer
+from memoryhub.api.throttles import ReviewThrottle
 from memoryhub.errors import InvalidInput
 from memoryhub.models import Role, Summary, SummaryStatus, Workflow
 from memoryhub.summaries import (
@@ -308,6 +309,8 @@ class _Action(TenantAPIView):
     """Base of POST summaries/{summary_id}/<action>/ (reviewer or above unless overridden)."""
 
     write_role = Role.REVIEWER
+    throttle_classes = [ReviewThrottle]
+    throttle_scope = "review"
 
     def summary(self, summary_id: str) -> Summary:
         return get_summary(self.request.tenant, summary_id)
