@@ -217,10 +217,29 @@ def audit_log(request: HttpRequest) -> HttpResponse:
             "page": page,
             "filters": filters,
             "query": query,
-            "chain": verify_chain(tenant),
+            "chain": _chain_status(tenant, force=request.GET.get("verify") == "1"),
             "actions": list(actions),
         },
     )
+
+
+def _chain_status(tenant, *, force: bool = False) -> dict:
+    """Full chain verification, cached per chain head for a few minutes.
+
+    Verifying reads every entry (O(entries)); the page would otherwise pay that on each load. A new
+    entry moves the head and so invalidates the cache; ``?verify=1`` forces a fresh walk.
+    """
+    from django.core.cache import cache
+
+    from audit.models import AuditChainHead
+
+    head = AuditChainHead.objects.filter(tenant=tenant).values_list("seq", "entry_hash").first() or (0, "")
+    key = f"audit-chain:{tenant.pk}:{head[0]}:{head[1]}"
+    result = None if force else cache.get(key)
+    if result is None:
+        result = verify_chain(tenant)
+        cache.set(key, result, timeout=300)
+    return result
 
 
 # --- review actions ------------------------------------------------------------------------------------
