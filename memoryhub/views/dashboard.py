@@ -809,8 +809,9 @@ def history_curve(workflow: Workflow, spec: Any) -> dict[str, Any]:
     The pointer timeline comes from applied lifecycle events that set or cleared ACTIVE.
     """
     head = workflow.head_seq
-    lines = [figures.Line(spec.safe_budget, "safe budget", figures.WARN)]
-    if spec.trigger_tokens != spec.safe_budget:
+    same = spec.trigger_tokens == spec.safe_budget
+    lines = [figures.Line(spec.safe_budget, "safe budget = trigger" if same else "safe budget", figures.WARN)]
+    if not same:
         lines.append(figures.Line(spec.trigger_tokens, "trigger", figures.PURPLE, "dot"))
     lines.append(figures.Line(spec.target_tokens, "target", figures.OK, "dashdot"))
     lines.append(figures.Line(spec.hard_limit, "hard limit", figures.BAD, "solid"))

@@ -1,19 +1,17 @@
 """Real-browser fixtures: Debian's Chromium driven by Playwright against pytest-django's live server.
 
 Playwright's sync API runs an asyncio loop in this thread, which makes Django refuse ORM calls
-from it; the tests' own ORM use is synchronous and safe, so the guard is switched off here.
-Screenshots go to test-results/screenshots/ (CI keeps them as artifacts).
+from it; the tests' own ORM use is synchronous and safe, so the guard is switched off — only while
+a browser module runs (Playwright is started and stopped per module, and the variable must not
+leak into other tests or the subprocesses they start). Screenshots go to test-results/screenshots/.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -30,14 +28,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator:
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
 
 
 @pytest.fixture

@@ -379,7 +379,7 @@ def test_history_curve_drops_at_activations_and_draws_the_budget(alice, story):
         n["text"]: s["y0"]
         for s, n in zip(fig["layout"]["shapes"], fig["layout"]["annotations"], strict=False)
     }
-    assert budget["safe budget 18,000"] == 18_000 and budget["target 8,000"] == 8_000
+    assert budget["safe budget = trigger 18,000"] == 18_000 and budget["target 8,000"] == 8_000
 
 
 def test_history_curve_samples_long_histories(alice, tenant, django_assert_max_num_queries):
@@ -486,6 +486,33 @@ def test_quarantine_from_the_summary_page_moves_the_pointer(bob, story):
     assert wf.active_summary_id == story.s1.pk  # fell back to S1
     status = bob.web.get(f"/summaries/{s2.summary_id}/?fragment=status").content.decode()
     assert 'data-status="QUARANTINED"' in status and "<html" not in status
+
+
+def post_action_form(party, summary: Summary, action: str, **extra: str):
+    """Submit the summary page's form for ``action`` with its hidden fields, like the browser."""
+    html = party.web.get(f"/summaries/{summary.summary_id}/").content.decode()
+    form = re.search(
+        rf'data-action="{action}">.*?<form method="post" action="([^"]+)"(.*?)</form>', html, re.S
+    )
+    fields: dict[str, Any] = dict(
+        re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)"', form.group(2))
+    )
+    checks = re.findall(r'name="checks" value="([^"]+)" checked', form.group(2))
+    if checks:
+        fields["checks"] = checks
+    return party.web.post(form.group(1), {**fields, **extra})
+
+
+def test_rollback_and_waive_forms_carry_what_the_service_needs(bob, story):
+    r = post_action_form(bob, story.s1, "rollback", reason="S2 lost a scope")
+    assert r.status_code == 302
+    wf = Workflow.objects.get(pk=story.workflow.pk)
+    assert wf.active_summary_id == story.s1.pk and wf.active_revision == 3
+    r = post_action_form(bob, story.s3, "waive", reason="scope-10 is covered elsewhere")
+    assert r.status_code == 302
+    assert Summary.objects.get(pk=story.s3.pk).status == SummaryStatus.VALIDATED
+    page = bob.web.get(f"/summaries/{story.s3.summary_id}/").content.decode()
+    assert 'title="waived">waived</span>' in page
 
 
 def test_viewer_forged_review_post_is_forbidden(carol, story):
