@@ -7,6 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.db import connections
 from django.utils import timezone
 
 from memoryhub.models import AlertEvaluation, AlertRule
@@ -21,7 +22,8 @@ pytestmark = [
 
 
 @pytest.fixture
-def page(live_server, monkeypatch):
+def page(live_server, transactional_db, monkeypatch):
+    """A Chromium page. Requested after the database so the database outlives the browser."""
     # Playwright's sync API runs an event loop in this thread; our ORM use here is synchronous.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     from playwright.sync_api import sync_playwright
@@ -37,6 +39,9 @@ def page(live_server, monkeypatch):
         page.js_errors = errors  # type: ignore[attr-defined]
         yield page
         browser.close()
+        # While Playwright's loop runs, the ORM uses a context-local connection: close it here, or
+        # it stays open and the test database cannot be dropped at the end of the run.
+        connections.close_all()
 
 
 def log_in(page, live_server, username: str) -> None:
@@ -47,7 +52,6 @@ def log_in(page, live_server, username: str) -> None:
     page.wait_for_load_state()
 
 
-@pytest.mark.django_db(transaction=True)
 def test_rule_history_chart_is_drawn_and_a_rule_is_muted(page, live_server, alice, tenant):
     rule = AlertRule.objects.get(tenant=tenant, metric="tail_budget_fraction")
     now = timezone.now()
@@ -73,7 +77,8 @@ def test_rule_history_chart_is_drawn_and_a_rule_is_muted(page, live_server, alic
     row = page.locator(f'tr[data-rule-id="{rule.pk}"]')
     row.locator("select[name=minutes]").select_option("60")
     row.locator("button", has_text="Mute").click()
-    page.wait_for_load_state()
+    # Let every request finish, so no live-server thread still holds a connection at teardown.
+    page.wait_for_load_state("networkidle")
     assert page.locator(f'tr[data-rule-id="{rule.pk}"] .state-muted').is_visible()
     rule.refresh_from_db()
     assert rule.muted_until is not None and rule.muted_until > timezone.now() + timedelta(minutes=55)
