@@ -19,7 +19,7 @@ from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 
 from memoryhub.alerting import services
-from memoryhub.api.common import TenantAPIView, body_object, int_param
+from memoryhub.api.common import TenantAPIView, body_object, int_param, list_responses
 from memoryhub.api.serializers import ErrorSerializer
 from memoryhub.errors import InvalidInput, NotFound
 from memoryhub.metrics import METRICS, ROLLUP_BUCKET, series, snapshot
@@ -229,11 +229,6 @@ QUEUED = inline_serializer(
 # --- views ----------------------------------------------------------------------------------
 
 
-def _list_responses(serializer) -> dict:
-    # 400: a bad filter value; 404: a page past the end.
-    return {200: serializer(many=True), 400: ErrorSerializer, 404: ErrorSerializer}
-
-
 def _rules(tenant):
     return AlertRule.objects.filter(tenant=tenant).prefetch_related(
         Prefetch("channels", Channel.objects.only("pk"))
@@ -264,7 +259,7 @@ class RuleFilter(django_filters.FilterSet):
         fields = ["state", "metric", "enabled"]
 
 
-@extend_schema_view(get=extend_schema(responses=_list_responses(RuleSerializer)))
+@extend_schema_view(get=extend_schema(responses=list_responses(RuleSerializer)))
 class RuleListCreate(generics.ListAPIView, TenantAPIView):
     serializer_class = RuleSerializer
     filterset_class = RuleFilter
@@ -374,7 +369,7 @@ class RuleEvaluations(TenantAPIView):
         )
 
 
-@extend_schema_view(get=extend_schema(responses=_list_responses(ChannelSerializer)))
+@extend_schema_view(get=extend_schema(responses=list_responses(ChannelSerializer)))
 class ChannelListCreate(generics.ListAPIView, TenantAPIView):
     serializer_class = ChannelSerializer
     search_fields = ["name"]
@@ -467,7 +462,7 @@ class AlertFilter(django_filters.FilterSet):
         fields = ["rule", "to_state", "since"]
 
 
-@extend_schema_view(get=extend_schema(responses=_list_responses(AlertSerializer)))
+@extend_schema_view(get=extend_schema(responses=list_responses(AlertSerializer)))
 class AlertList(generics.ListAPIView, TenantAPIView):
     """State flips (ok ↔ warning ↔ critical), newest first."""
 

@@ -25,6 +25,13 @@ class TenantAPIView(APIView):
         return get_workflow(self.request.tenant, external_id, for_update=for_update)
 
 
+def list_responses(serializer) -> dict:
+    """OpenAPI responses of a paginated list: 400 for a bad filter value, 404 for a page past the end."""
+    from memoryhub.api.serializers import ErrorSerializer
+
+    return {200: serializer(many=True), 400: ErrorSerializer, 404: ErrorSerializer}
+
+
 def int_param(
     params: Any, name: str, default: int | None = None, *, minimum: int = 0, maximum: int | None = None
 ) -> int | None:

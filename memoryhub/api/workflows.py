@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import django_filters
 from django.urls import path
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import generics, status
 from rest_framework.response import Response
 
-from memoryhub.api.common import WF, TenantAPIView, body_object, int_param
+from memoryhub.api.common import WF, TenantAPIView, body_object, int_param, list_responses
 from memoryhub.api.serializers import (
     AppendBatchSerializer,
     AppendResultSerializer,
@@ -35,6 +35,7 @@ class WorkflowFilter(django_filters.FilterSet):
         fields = ["has_active_summary", "min_tail_tokens", "graph_release"]
 
 
+@extend_schema_view(get=extend_schema(responses=list_responses(WorkflowSerializer)))
 class WorkflowListCreate(generics.ListAPIView, TenantAPIView):
     serializer_class = WorkflowSerializer
     filterset_class = WorkflowFilter
