@@ -366,6 +366,11 @@ class MemoryHubClient:
             self._json("POST", "/api/v1/triggers/evaluate/", json=body, idempotent=True)
         )
 
+    def list_decisions(self, workflow_id: str, **filters: Any) -> list[Decision]:
+        """The workflow's logged trigger decisions, newest first (``action=`` filters)."""
+        path = f"/api/v1/workflows/{_wf(workflow_id)}/decisions/"
+        return [Decision.from_dict(d) for d in self._pages(path, filters, "decisions")]
+
     def get_policy(self, workflow_id: str) -> JSON:
         return self._json("GET", f"/api/v1/workflows/{_wf(workflow_id)}/policy/")
 
@@ -382,6 +387,10 @@ class MemoryHubClient:
 
     def get_compaction(self, job_id: str) -> Job:
         return Job.from_dict(self._json("GET", f"/api/v1/compactions/{quote(str(job_id), safe='')}/"))
+
+    def list_compactions(self, workflow_id: str, **filters: Any) -> list[Job]:
+        path = f"/api/v1/workflows/{_wf(workflow_id)}/compactions/"
+        return [Job.from_dict(j) for j in self._pages(path, filters, "jobs")]
 
     def wait_for_compaction(self, job_id: str, timeout: float = 30.0, poll_interval: float = 0.25) -> Job:
         """Poll the job until it succeeds or fails; raise CompactionTimeout after ``timeout`` seconds.
@@ -566,10 +575,18 @@ class MemoryHubClient:
     def lineage(self, artifact_id: str) -> JSON:
         return self._json("GET", f"/api/v1/artifacts/{quote(str(artifact_id), safe='')}/lineage/")
 
-    def investigate(self, artifact_id: str, fact: str) -> JSON:
+    def investigate(self, artifact_id: str, fact: str, regex: bool = False) -> JSON:
         """Classify why ``fact`` is missing from an artifact (verdict + evidence + elapsed_ms)."""
         path = f"/api/v1/artifacts/{quote(str(artifact_id), safe='')}/investigate/"
-        return self._json("POST", path, json={"fact": fact})
+        return self._json("POST", path, json={"fact": fact, "regex": regex} if regex else {"fact": fact})
+
+    def investigations(self, artifact_id: str) -> list[JSON]:
+        path = f"/api/v1/artifacts/{quote(str(artifact_id), safe='')}/investigations/"
+        return list(self._pages(path, None, "investigations"))
+
+    def replay_bundle(self, trace_id: Any) -> JSON:
+        """Preserved inputs and configuration of one traced call (and what a purge made unavailable)."""
+        return self._json("GET", f"/api/v1/traces/{trace_id}/replay/")
 
     def iter_audit(self, **filters: Any) -> Iterator[JSON]:
         yield from self._pages("/api/v1/audit/", filters, "entries")
@@ -585,6 +602,9 @@ class MemoryHubClient:
 
     def put_retention(self, policy: Mapping[str, Any]) -> JSON:
         return self._json("PUT", "/api/v1/retention/", json=dict(policy))
+
+    def list_purges(self, **filters: Any) -> list[JSON]:
+        return list(self._pages("/api/v1/purges/", filters, "purges"))
 
     def purge(self, workflow_id: str, **body: Any) -> JSON:
         """Purge source data; the answer says what was removed and which replays became impossible."""
