@@ -103,7 +103,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
 ]
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "memoryhub:workflow-list"
+LOGIN_REDIRECT_URL = "memoryhub:overview"
 LOGOUT_REDIRECT_URL = "login"
 if TESTING:
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
