@@ -114,7 +114,7 @@ def parse_event(raw: Any, index: int, max_chars: int | None = None) -> EventIn:
     if unknown:
         raise _fail(index, sorted(unknown)[0], f"unknown field(s) {sorted(unknown)}")
     kind = raw.get("kind")
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise _fail(index, "kind", f"unknown kind {kind!r}; expected one of {', '.join(sorted(KINDS))}")
     content = raw.get("content", "")
     if type(content) is not str:
@@ -131,7 +131,7 @@ def parse_event(raw: Any, index: int, max_chars: int | None = None) -> EventIn:
     if refs and (type(refs) is not list or not all(isinstance(r, str) and 0 < len(r) <= 200 for r in refs)):
         raise _fail(index, "refs", "must be a list of non-empty strings")
     side_effect = raw.get("side_effect") or "none"
-    if side_effect not in SIDE_EFFECTS:
+    if not isinstance(side_effect, str) or side_effect not in SIDE_EFFECTS:
         raise _fail(index, "side_effect", f"must be one of {', '.join(sorted(SIDE_EFFECTS))}")
     tool_call_id = _opt_str(raw, "tool_call_id", index)
     if not tool_call_id and kind in TOOL_KINDS:
