@@ -144,7 +144,7 @@ def clean_rule(tenant: Tenant, data: dict[str, Any], rule: AlertRule | None = No
         out["name"] = _text(data, "name", 200, required=True)
     if creating or "metric" in data:
         metric = data.get("metric")
-        if metric not in METRICS:
+        if not isinstance(metric, str) or metric not in METRICS:
             raise _bad(
                 "metric", f"unknown metric {metric!r} (one of: {', '.join(METRICS)})", "unknown_metric"
             )
