@@ -183,7 +183,7 @@ class WorkflowContext(TenantAPIView):
                 "min_seq", int, description="Read-after-write guard: 409 if the head is below this seq."
             )
         ],
-        responses={200: ContextSerializer, 404: ErrorSerializer, 409: ErrorSerializer},
+        responses={200: ContextSerializer, 400: ErrorSerializer, 404: ErrorSerializer, 409: ErrorSerializer},
     )
     def get(self, request, wf: str):
         min_seq = int_param(request.query_params, "min_seq", None)
@@ -210,6 +210,10 @@ class WorkflowTraces(generics.ListAPIView, TenantAPIView):
     pagination_class = StandardPagination
     ordering_fields = ["at", "tail_to_seq"]
 
+    @extend_schema(responses={200: TraceSerializer(many=True), 400: ErrorSerializer, 404: ErrorSerializer})
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no request tenant
             return ConsumerTrace.objects.none()
@@ -218,7 +222,14 @@ class WorkflowTraces(generics.ListAPIView, TenantAPIView):
 
     @extend_schema(
         request=TraceInSerializer,
-        responses={201: TraceSerializer, 200: TraceSerializer, 400: ErrorSerializer, 409: ErrorSerializer},
+        responses={
+            201: TraceSerializer,
+            200: TraceSerializer,
+            400: ErrorSerializer,
+            404: ErrorSerializer,
+            409: ErrorSerializer,
+            413: ErrorSerializer,
+        },
     )
     def post(self, request, wf: str):
         data = body_object(request)
@@ -245,6 +256,10 @@ class WorkflowArtifacts(generics.ListAPIView, TenantAPIView):
     serializer_class = ArtifactSerializer
     pagination_class = StandardPagination
 
+    @extend_schema(responses={200: ArtifactSerializer(many=True), 400: ErrorSerializer, 404: ErrorSerializer})
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Artifact.objects.none()
@@ -261,7 +276,9 @@ class WorkflowArtifacts(generics.ListAPIView, TenantAPIView):
             201: ArtifactSerializer,
             200: ArtifactSerializer,
             400: ErrorSerializer,
+            404: ErrorSerializer,
             409: ErrorSerializer,
+            413: ErrorSerializer,
         },
     )
     def post(self, request, wf: str):
