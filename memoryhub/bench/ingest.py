@@ -19,8 +19,21 @@ from memoryhub.tenancy import create_tenant, issue_api_key
 from memoryhub.workflows import create_workflow
 
 COPY_COLUMNS = [
-    "workflow_id", "seq", "client_event_id", "kind", "agent", "role", "content", "content_hash", "token_count",
-    "cum_tokens", "tool_call_id", "facts", "refs", "side_effect", "created_at",
+    "workflow_id",
+    "seq",
+    "client_event_id",
+    "kind",
+    "agent",
+    "role",
+    "content",
+    "content_hash",
+    "token_count",
+    "cum_tokens",
+    "tool_call_id",
+    "facts",
+    "refs",
+    "side_effect",
+    "created_at",
 ]
 
 
@@ -33,7 +46,9 @@ def _copy_text(value: Any) -> str:
 
 def run(events: int = 100_000, batch: int = 1_000, clients: int = 2, log=print) -> dict[str, Any]:
     if connection.vendor != "postgresql":
-        raise RuntimeError("the ingest benchmark compares with PostgreSQL COPY: set DATABASE_URL to PostgreSQL")
+        raise RuntimeError(
+            "the ingest benchmark compares with PostgreSQL COPY: set DATABASE_URL to PostgreSQL"
+        )
     stamp = time.strftime("%Y%m%d%H%M%S")
     actor = Actor.system("bench")
     tenant = create_tenant(f"bench-ingest-{stamp}", "Ingest benchmark")
@@ -52,7 +67,9 @@ def run(events: int = 100_000, batch: int = 1_000, clients: int = 2, log=print) 
             with httpx.Client(base_url=base, headers=headers, timeout=120) as http:
                 wf = api_workflows[c].external_id
                 for lo in range(0, per_client, batch):
-                    r = http.post(f"/api/v1/workflows/{wf}/events/", json={"events": payloads[c][lo : lo + batch]})
+                    r = http.post(
+                        f"/api/v1/workflows/{wf}/events/", json={"events": payloads[c][lo : lo + batch]}
+                    )
                     if r.status_code != 201:
                         errors.append(f"{r.status_code} {r.text[:200]}")
                         return

@@ -22,7 +22,9 @@ def synthetic_events(n: int, *, seed: int = 42, prefix: str = "b") -> list[dict[
     rng = random.Random(seed)
     events = []
     for i in range(1, n + 1):
-        words = " ".join(rng.choice(SENTENCES).format(n=rng.randint(1, 999)) for _ in range(rng.randint(1, 4)))
+        words = " ".join(
+            rng.choice(SENTENCES).format(n=rng.randint(1, 999)) for _ in range(rng.randint(1, 4))
+        )
         events.append(
             {
                 "kind": "message" if i % 5 else "note",
