@@ -106,7 +106,9 @@ def search_events(workflow: Workflow, match: Matcher, from_seq: int, to_seq: int
         qs = qs.filter(seq__lte=to_seq)
     if isinstance(match, FactMatcher):
         # PostgreSQL: the trigram index narrows a million-event history to the candidate rows.
-        candidates = candidate_seqs(workflow.pk, match.fact, regex=match.regex, from_seq=from_seq, to_seq=to_seq)
+        candidates = candidate_seqs(
+            workflow.pk, match.fact, regex=match.regex, from_seq=from_seq, to_seq=to_seq
+        )
         if candidates is not None:
             qs = qs.filter(seq__in=candidates)
     seqs: list[int] = []
