@@ -34,10 +34,10 @@ class CompactionRequestSerializer(serializers.Serializer):
 
 
 class AttemptSerializer(serializers.Serializer):
-    attempt = serializers.IntegerField()
+    attempt = serializers.IntegerField(required=False)
     task_id = serializers.CharField()
-    attempt_id = serializers.CharField()
-    worker = serializers.CharField()
+    attempt_id = serializers.CharField(required=False)
+    worker = serializers.CharField(required=False)
     started_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
     outcome = serializers.CharField(

@@ -130,3 +130,11 @@ class AppendResultSerializer(serializers.Serializer):
 class ErrorSerializer(serializers.Serializer):
     error = serializers.CharField()
     detail = serializers.CharField()
+
+
+class EventPageSerializer(serializers.Serializer):
+    events = EventSerializer(many=True)
+    head_seq = serializers.IntegerField()
+    next_after = serializers.IntegerField(
+        allow_null=True, help_text="Pass as ?after= for the next page; null at the end."
+    )

@@ -13,6 +13,7 @@ from memoryhub.api.serializers import (
     AppendBatchSerializer,
     AppendResultSerializer,
     ErrorSerializer,
+    EventPageSerializer,
     EventSerializer,
     WorkflowCreateSerializer,
     WorkflowSerializer,
@@ -78,7 +79,7 @@ class WorkflowEvents(TenantAPIView):
             OpenApiParameter("until", int, description="Only events with seq <= until."),
             OpenApiParameter("limit", int, description="Page size, 1-1000 (default 100)."),
         ],
-        responses={200: EventSerializer(many=True)},
+        responses={200: EventPageSerializer},
     )
     def get(self, request, wf: str):
         workflow = self.workflow(wf)

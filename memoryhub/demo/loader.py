@@ -302,7 +302,18 @@ def _historical_job(tenant: Tenant, workflow: Workflow, spec: dict[str, Any]) ->
         idempotency_key=idempotency_key(workflow, spec["job"]["source_revision"], compactor),
         status=JobStatus.RUNNING,
         expected_revision=spec["version"] - 1,
-        attempts=[{"task_id": attempt["task_id"], "started_at": now.isoformat(), "outcome": "running"}],
+        attempts=[
+            {
+                "attempt": 1,
+                "task_id": attempt["task_id"],
+                "attempt_id": f"{attempt['task_id']}:1",
+                "worker": "external-compactor",
+                "started_at": now.isoformat(),
+                "finished_at": None,
+                "outcome": "running",
+                "error": "",
+            }
+        ],
         requested_by=str(Actor.system("load_demo")),
         started_at=now,
         enqueued_at=now,
@@ -347,7 +358,10 @@ def _stale_attempt(
     attempts = [
         *job.attempts,
         {
+            "attempt": len(job.attempts) + 1,
             "task_id": step["task_id"],
+            "attempt_id": f"{step['task_id']}:{len(job.attempts) + 1}",
+            "worker": "late-worker",
             "started_at": now,
             "finished_at": now,
             "outcome": "stale",
