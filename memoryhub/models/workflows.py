@@ -137,6 +137,11 @@ class Event(models.Model):
         ]
         # (workflow, seq) unique index serves tail reads (seq > watermark) and range pages.
         indexes = [
+            # Lineage / replay / pages: the purged events of one workflow in a seq range (a handful of
+            # rows even in a million-event history, instead of a scan of the range).
+            models.Index(
+                fields=["workflow", "seq"], condition=Q(purged_at__isnull=False), name="memoryhub_event_purged"
+            ),
             # Retention sweep: unpurged events older than a cutoff.
             models.Index(
                 fields=["created_at"], condition=Q(purged_at__isnull=True), name="memoryhub_event_unpurged"
