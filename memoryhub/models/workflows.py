@@ -94,7 +94,9 @@ class Event(models.Model):
     """One committed source event. Append-only: database triggers refuse UPDATE and DELETE except
     the purge tombstone (content emptied, purged_at/purge set; seq, hashes and token counts kept)."""
 
-    workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="events")
+    # No single-column index: the unique (workflow, seq) index serves every per-workflow query, and a
+    # second one let the planner pick a full scan of a big workflow for seq-range reads.
+    workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="events", db_index=False)
     seq = models.PositiveBigIntegerField()
     client_event_id = models.CharField(max_length=200, null=True, blank=True)
     kind = models.CharField(max_length=16, choices=EventKind.choices)

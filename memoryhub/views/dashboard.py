@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib.auth.decorators import login_required
@@ -380,9 +380,9 @@ def overview_charts(tenant: Any, window: Window, now: datetime, budget: int) -> 
     bars = [
         figures.Bar(
             w["external_id"],
-            _hours(now - w["activated_at"]),
+            _hours(now - cast(datetime, w["activated_at"])),
             reverse(detail, args=[w["external_id"]]),
-            f"{_hours(now - w['activated_at']):,} h since activation<br>"
+            f"{_hours(now - cast(datetime, w['activated_at'])):,} h since activation<br>"
             f"{w['tail_events']:,} events behind head {w['head_seq']:,}",
         )
         for w in aged
@@ -913,10 +913,12 @@ def event_page(workflow: Workflow, page_no: int) -> dict[str, Any]:
     num_pages = max(1, math.ceil(workflow.head_seq / EVENTS_PER_PAGE))
     page_no = min(max(page_no, 1), num_pages)
     lo = (page_no - 1) * EVENTS_PER_PAGE + 1
+    # The LIMIT matters: it makes PostgreSQL walk the (workflow, seq) index even when its estimate for
+    # the range is far off (a million-event workflow among many small ones).
     events = list(
         Event.objects.filter(workflow=workflow, seq__gte=lo, seq__lt=lo + EVENTS_PER_PAGE)
         .select_related("purge")
-        .order_by("seq")
+        .order_by("seq")[:EVENTS_PER_PAGE]
     )
     return {
         "events": events,
@@ -1013,7 +1015,7 @@ def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
             "artifacts": artifacts,
             "jobs": jobs,
             "page": event_page(workflow, page_no),
-            "watermark": workflow.active_summary.covers_to_seq if workflow.active_summary_id else 0,
+            "watermark": cast(Summary, workflow.active_summary).covers_to_seq if workflow.active_summary_id else 0,
         },
     )
 
