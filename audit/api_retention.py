@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.urls import path
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -13,7 +15,7 @@ from audit.retention import policies_for, set_policies
 from memoryhub.api.common import WF, TenantAPIView, body_object, int_param
 from memoryhub.api.serializers import ErrorSerializer
 from memoryhub.api.throttles import PrincipalScopedThrottle
-from memoryhub.models import Role
+from memoryhub.models import Role, Workflow
 
 PoliciesSerializer = inline_serializer(
     "RetentionPolicies",
@@ -34,7 +36,7 @@ PurgeRequestSerializer = inline_serializer(
 def purge_dict(purge: Purge) -> dict:
     return {
         "purge_id": purge.purge_id,
-        "workflow": purge.workflow.external_id if purge.workflow_id else None,
+        "workflow": cast(Workflow, purge.workflow).external_id if purge.workflow_id else None,
         "reason": purge.reason,
         "actor": purge.actor,
         "source": purge.source,

@@ -17,7 +17,7 @@ import json
 import re
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
 from django.db.models import F, Q
@@ -52,7 +52,9 @@ class PurgeOutcome:
             "quarantined_summaries": self.quarantined,
             "active_summary_before": self.active_before,
             "active_summary_after": self.active_after,
-            "purge_epoch": self.purge.workflow.purge_epoch if self.purge.workflow_id else None,
+            "purge_epoch": cast(Workflow, self.purge.workflow).purge_epoch
+            if self.purge.workflow_id
+            else None,
             "at": self.purge.at.isoformat(),
         }
 
@@ -191,7 +193,7 @@ def purge_events(
         outcome = PurgeOutcome(
             purge=purge,
             seqs=seqs,
-            active_before=wf.active_summary.summary_id if wf.active_summary_id else None,
+            active_before=cast(Summary, wf.active_summary).summary_id if wf.active_summary_id else None,
         )
         covering = Summary.objects.filter(
             workflow=wf, purged_by__isnull=True, covers_from_seq__lte=max(seqs), covers_to_seq__gte=min(seqs)
@@ -216,17 +218,17 @@ def purge_events(
             lifecycle.quarantine(summary, actor, f"purge {purge.purge_id}: {reason}")
             outcome.quarantined.append(summary.summary_id)
         wf.refresh_from_db()
-        if wf.active_summary_id and wf.active_summary.purged_by_id:
+        if wf.active_summary_id and cast(Summary, wf.active_summary).purged_by_id:
             # A covering summary that did not cite the purged text is still derived from it: stop serving it.
             lifecycle.quarantine(
-                wf.active_summary, actor, f"purge {purge.purge_id}: derived from purged events"
+                cast(Summary, wf.active_summary), actor, f"purge {purge.purge_id}: derived from purged events"
             )
-            outcome.quarantined.append(wf.active_summary.summary_id)
+            outcome.quarantined.append(cast(Summary, wf.active_summary).summary_id)
             wf.refresh_from_db()
         Workflow.objects.filter(pk=wf.pk).update(purge_epoch=F("purge_epoch") + 1, updated_at=now)
         # Events in the tail still count: their tokens are kept as provenance, content is gone.
         wf.refresh_from_db()
-        outcome.active_after = wf.active_summary.summary_id if wf.active_summary_id else None
+        outcome.active_after = cast(Summary, wf.active_summary).summary_id if wf.active_summary_id else None
         _scrub_investigations(wf, quotes, [e.content for e in events])
         if outcome.scrubbed:
             _request_rederivation(wf, actor)

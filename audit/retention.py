@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
 from django.db.models import Q
@@ -93,10 +93,10 @@ def sweep_tenant(tenant: Tenant, *, now=None) -> SweepReport:
 
     event_filters = []
     if policies[RecordClass.RAW_EVENTS]:
-        cutoff = now - timedelta(days=policies[RecordClass.RAW_EVENTS])
+        cutoff = now - timedelta(days=cast(int, policies[RecordClass.RAW_EVENTS]))
         event_filters.append(Q(created_at__lt=cutoff) & ~Q(kind__in=TOOL_KINDS))
     if policies[RecordClass.TOOL_IO]:
-        cutoff = now - timedelta(days=policies[RecordClass.TOOL_IO])
+        cutoff = now - timedelta(days=cast(int, policies[RecordClass.TOOL_IO]))
         event_filters.append(Q(created_at__lt=cutoff) & Q(kind__in=TOOL_KINDS))
     if event_filters:
         condition = event_filters[0]
@@ -120,7 +120,7 @@ def sweep_tenant(tenant: Tenant, *, now=None) -> SweepReport:
     if policies[RecordClass.SUMMARIES]:
         from memoryhub import lifecycle
 
-        cutoff = now - timedelta(days=policies[RecordClass.SUMMARIES])
+        cutoff = now - timedelta(days=cast(int, policies[RecordClass.SUMMARIES]))
         old = Summary.objects.filter(
             tenant=tenant, created_at__lt=cutoff, purged_by__isnull=True
         ).select_related("workflow")
@@ -152,7 +152,7 @@ def sweep_tenant(tenant: Tenant, *, now=None) -> SweepReport:
             report.summaries_scrubbed += 1
 
     if policies[RecordClass.TRACE_DETAIL]:
-        cutoff = now - timedelta(days=policies[RecordClass.TRACE_DETAIL])
+        cutoff = now - timedelta(days=cast(int, policies[RecordClass.TRACE_DETAIL]))
         detail = ConsumerTrace.objects.filter(tenant=tenant, at__lt=cutoff).exclude(
             source_refs=[], checkpoint_id="", context_id=""
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -56,7 +58,7 @@ def purge_form(request: HttpRequest, wf: str) -> HttpResponse:
         form.update({k: request.POST.get(k, "").strip() for k in form})
         try:
             if form["mode"] == "range":
-                data = {"seq_from": _int(form["seq_from"]), "seq_to": _int(form["seq_to"])}
+                data: dict[str, Any] = {"seq_from": _int(form["seq_from"]), "seq_to": _int(form["seq_to"])}
             elif form["mode"] == "seqs":
                 data = {"seqs": [_int(s) for s in form["seqs"].replace(",", " ").split()]}
             else:

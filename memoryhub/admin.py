@@ -1,6 +1,7 @@
 """Admin registrations for every model; append-only models are read-only here too."""
 
 from django.contrib import admin
+from django.db.models import Model
 
 from memoryhub import models as m
 
@@ -64,6 +65,7 @@ class SummaryAdmin(ReadOnlyAdmin):
     list_filter = ["status"]
 
 
+model: type[Model]
 for model in (
     m.ValidationRecord,
     m.LifecycleEvent,

@@ -8,8 +8,9 @@ UPDATE on PostgreSQL; the IMMEDIATE transaction on SQLite) and updates the runni
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -196,6 +197,7 @@ def _existing_by_client_id(workflow: Workflow, ids: list[str]) -> dict[str, Even
         "tool_call_id",
         "purged_at",
     )
+    qs: Iterable[Event]
     if connection.vendor == "postgresql":
         # One array parameter instead of 1,000 placeholders: cheaper to build and to plan.
         qs = Event.objects.raw(
@@ -205,7 +207,8 @@ def _existing_by_client_id(workflow: Workflow, ids: list[str]) -> dict[str, Even
         )
     else:
         qs = Event.objects.filter(workflow=workflow, client_event_id__in=ids).only(*fields)
-    return {e.client_event_id: e for e in qs}
+    # Matched by client_event_id__in, so the id is never None here.
+    return {cast(str, e.client_event_id): e for e in qs}
 
 
 def _same_event(existing: Event, new: EventIn) -> bool:
@@ -238,7 +241,8 @@ def append_events(
         existing: dict[str, Event] = {}
         if ids:
             existing = {
-                e.client_event_id: e for e in Event.objects.filter(workflow=wf, client_event_id__in=ids)
+                cast(str, e.client_event_id): e
+                for e in Event.objects.filter(workflow=wf, client_event_id__in=ids)
             }
         for i, event in enumerate(events):
             prior = existing.get(event.client_event_id or "")

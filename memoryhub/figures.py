@@ -213,7 +213,7 @@ def workflow_bars(
     empty_text: str = "No workflows to show",
 ) -> Figure:
     """One bar per workflow (biggest first); a click opens that workflow's page."""
-    trace = {
+    trace: dict[str, Any] = {
         "type": "bar",
         "name": title,
         "x": [b.label for b in bars],

@@ -109,7 +109,7 @@ def approval_required(workflow: Workflow) -> bool:
     """``require_approval`` of the workflow's ContextPolicy, else the tenant default, else False."""
     from triggers.models import ContextPolicy
 
-    flags = dict(
+    flags: dict[int | None, bool] = dict(
         ContextPolicy.objects.filter(tenant_id=workflow.tenant_id)
         .filter(Q(workflow_id=workflow.pk) | Q(workflow__isnull=True))
         .values_list("workflow_id", "require_approval")
@@ -457,7 +457,7 @@ def approve(summary: Summary, actor: Actor, reason: str) -> Summary:
     return _run(summary, body)
 
 
-def waive(summary: Summary, checks: Iterable[str], actor: Actor, reason: str) -> Summary:
+def waive(summary: Summary, checks: Iterable[str], actor: Actor, reason: str | None) -> Summary:
     """A reviewer waives named failed checks of a REJECTED summary: appends a ValidationRecord
     with ``waived_checks``; it becomes VALIDATED when nothing un-waived still fails."""
     from memoryhub.validation import ValidationOutcome, WaiverError, apply_waivers
@@ -800,7 +800,7 @@ def activate(summary: Summary, expected_revision: int, actor: Actor, *, reason: 
     )
 
 
-def rollback(summary: Summary, expected_revision: int, actor: Actor, reason: str) -> ActivationResult:
+def rollback(summary: Summary, expected_revision: int, actor: Actor, reason: str | None) -> ActivationResult:
     """A reviewer re-activates an older SUPERSEDED (or VALIDATED) version by compare-and-swap;
     its watermark may be below the current one's. Returns like ``activate``."""
     return _swap(

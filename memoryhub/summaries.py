@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, Field
 
 from memoryhub.actors import Actor
 from memoryhub.canonical import HASH_PREFIX, canonical_bytes, sha256_hex
@@ -225,7 +225,7 @@ def check_compactor(compactor: Any) -> dict[str, Any]:
             continue
         if value is None:
             value = ""
-        limit = Summary._meta.get_field(column).max_length or 100
+        limit = cast("Field[Any, Any]", Summary._meta.get_field(column)).max_length or 100
         if not isinstance(value, str) or len(value) > limit:
             raise _bad(
                 f"compactor.{field}", f"must be a string of at most {limit} characters", "invalid_compactor"

@@ -7,6 +7,7 @@ Counts are taken once, at ingest, and stored; nothing ever recounts history.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import cast
 
 import tiktoken
 
@@ -42,7 +43,7 @@ def encoding_for_model(model: str, default: str | None = None) -> str:
             best = prefix
     if best:
         return mapping[best]
-    return default or getattr(settings, "MEMORYHUB_DEFAULT_ENCODING", DEFAULT_ENCODING)
+    return cast(str, default or getattr(settings, "MEMORYHUB_DEFAULT_ENCODING", DEFAULT_ENCODING))
 
 
 def known_encoding(name: str) -> bool:

@@ -22,7 +22,8 @@ class TenantAPIView(APIView):
         return Actor.from_request(self.request)
 
     def workflow(self, external_id: str, *, for_update: bool = False) -> Workflow:
-        return get_workflow(self.request.tenant, external_id, for_update=for_update)
+        # request.tenant is set by the TenantMember permission; DRF's Request type does not declare it.
+        return get_workflow(self.request.tenant, external_id, for_update=for_update)  # type: ignore[attr-defined]
 
 
 def list_responses(serializer) -> dict:

@@ -50,6 +50,7 @@ def _first_message(detail: Any, path: str = "") -> str:
 
 
 def json_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    response: Response | None
     if isinstance(exc, DomainError):
         return Response(exc.as_dict(), status=exc.status)
     if isinstance(exc, DatabaseOperationalError | DatabaseInterfaceError):
@@ -81,8 +82,9 @@ def json_exception_handler(exc: Exception, context: dict[str, Any]) -> Response 
         body["detail"] = f"Malformed JSON body: {redact_text(str(exc.detail))}"
     else:
         body["detail"] = redact_text(str(getattr(exc, "detail", exc)))
-    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
-        body["retry_after"] = int(exc.wait + 0.999)
+    # DRF sets Throttled.wait at runtime; the stubs do not declare it.
+    if isinstance(exc, exceptions.Throttled) and exc.wait is not None:  # type: ignore[attr-defined]
+        body["retry_after"] = int(exc.wait + 0.999)  # type: ignore[attr-defined]
     response.data = body
     return response
 

@@ -10,7 +10,7 @@ Views are thin: parsing and rules live in memoryhub.summaries and memoryhub.life
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import django_filters
 from django.urls import path
@@ -76,7 +76,7 @@ class SummarySubmitSerializer(serializers.Serializer):
 class SummaryRowSerializer(serializers.Serializer):
     summary_id = serializers.CharField()
     version = serializers.IntegerField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # API field name shadows Field.label
     status = serializers.ChoiceField(choices=SummaryStatus.choices)
     covers_from_seq = serializers.IntegerField()
     covers_to_seq = serializers.IntegerField()
@@ -275,7 +275,7 @@ def _state(summary: Summary, **extra: Any) -> dict[str, Any]:
         "version": fresh.version,
         "label": fresh.label,
         "status": fresh.status,
-        "active_summary_id": wf.active_summary.summary_id if wf.active_summary_id else None,
+        "active_summary_id": cast(Summary, wf.active_summary).summary_id if wf.active_summary_id else None,
         "active_revision": wf.active_revision,
         **extra,
     }
@@ -313,7 +313,7 @@ class _Action(TenantAPIView):
     throttle_scope = "review"
 
     def summary(self, summary_id: str) -> Summary:
-        return get_summary(self.request.tenant, summary_id)
+        return get_summary(self.request.tenant, summary_id)  # type: ignore[attr-defined]  # set by TenantMember
 
 
 class ValidateView(_Action):

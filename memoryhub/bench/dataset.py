@@ -55,7 +55,8 @@ def _defaults_for_missing(model, columns: list[str]) -> tuple[list[str], tuple]:
     """Columns the caller did not give that still need a value: model defaults, or now for timestamps."""
     import json
 
-    names, values = [], []
+    names: list[str] = []
+    values: list[Any] = []
     now = timezone.now()
     for field in model._meta.concrete_fields:
         if field.primary_key or field.column in columns:
@@ -210,7 +211,7 @@ def build(
     started = time.perf_counter()
     now = timezone.now()
     t0 = now - timedelta(days=30)
-    counts: dict[str, int] = {}
+    counts: dict[str, float] = {}
 
     def wf_rows():
         for i in range(workflows):

@@ -6,6 +6,8 @@ The workflow list and workflow page live in memoryhub/views/dashboard.py (same U
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
@@ -15,6 +17,9 @@ from django.views.decorators.http import require_POST
 
 from memoryhub.models import Membership, Workflow
 from memoryhub.tenancy_context import SESSION_KEY, resolve_tenant
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 # The workflow page shows events in pages of this many seqs: page N holds seqs (N-1)*50+1 .. N*50,
 # so any page can link to an event as /workflows/<wf>/?page=<n>#event-<seq> (audit pages do).
@@ -46,7 +51,7 @@ def page_workflow(request: HttpRequest, external_id: str) -> Workflow:
 @require_POST
 def switch_tenant(request: HttpRequest) -> HttpResponse:
     membership = Membership.objects.filter(
-        user=request.user, tenant__slug=request.POST.get("tenant", "")
+        user=cast("User", request.user), tenant__slug=request.POST.get("tenant", "")
     ).first()
     if membership is None:
         messages.error(request, "You are not a member of that tenant.")

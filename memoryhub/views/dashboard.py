@@ -1015,7 +1015,9 @@ def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
             "artifacts": artifacts,
             "jobs": jobs,
             "page": event_page(workflow, page_no),
-            "watermark": cast(Summary, workflow.active_summary).covers_to_seq if workflow.active_summary_id else 0,
+            "watermark": cast(Summary, workflow.active_summary).covers_to_seq
+            if workflow.active_summary_id
+            else 0,
         },
     )
 
