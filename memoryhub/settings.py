@@ -116,7 +116,10 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
 # Plotly's JS is served from the installed package as /static/plotly/plotly.min.js (no CDN, no copy).
-PLOTLY_JS_DIR = Path(importlib.util.find_spec("plotly").origin).parent / "package_data"
+_plotly_spec = importlib.util.find_spec("plotly")
+if _plotly_spec is None or _plotly_spec.origin is None:
+    raise ImportError("plotly is a dependency of MemoryHub (its JS is served from the package)")
+PLOTLY_JS_DIR = Path(_plotly_spec.origin).parent / "package_data"
 STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", PLOTLY_JS_DIR)]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

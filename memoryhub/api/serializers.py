@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from memoryhub.models import Event, Workflow
+from memoryhub.models import Event, EventKind, Workflow
 
 
 class WorkflowSerializer(serializers.ModelSerializer):
@@ -42,10 +42,10 @@ class WorkflowSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_active_summary_id(self, obj: Workflow) -> str | None:
-        return obj.active_summary.summary_id if obj.active_summary_id else None
+        return obj.active_summary.summary_id if obj.active_summary else None
 
     def get_active_summary_version(self, obj: Workflow) -> int | None:
-        return obj.active_summary.version if obj.active_summary_id else None
+        return obj.active_summary.version if obj.active_summary else None
 
     def get_active_watermark(self, obj: Workflow) -> int:
         return obj.active_watermark
@@ -85,7 +85,7 @@ class EventSerializer(serializers.ModelSerializer):
 
     def get_purge_id(self, obj: Event) -> str | None:
         # Purged events keep seq, kind, hash and token count as minimal provenance; content is gone.
-        return obj.purge.purge_id if obj.purge_id else None
+        return obj.purge.purge_id if obj.purge else None
 
 
 class FactInSerializer(serializers.Serializer):
@@ -98,7 +98,7 @@ class FactInSerializer(serializers.Serializer):
 class EventInSerializer(serializers.Serializer):
     """Documentation of one event in an append batch (parsing is memoryhub.events.parse_batch)."""
 
-    kind = serializers.ChoiceField(choices=[k for k in Event._meta.get_field("kind").choices])
+    kind = serializers.ChoiceField(choices=EventKind.choices)
     content = serializers.CharField(allow_blank=True)
     agent = serializers.CharField(required=False, allow_blank=True)
     role = serializers.CharField(required=False, allow_blank=True)
