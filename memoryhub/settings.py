@@ -165,6 +165,10 @@ MEMORYHUB_COMPACTION_RETRY_BACKOFF = env.float("MEMORYHUB_COMPACTION_RETRY_BACKO
 MEMORYHUB_OUTBOX_GRACE_SECONDS = env.float("MEMORYHUB_OUTBOX_GRACE_SECONDS", default=5)
 # 0 = half of the workflow policy's target_tokens.
 MEMORYHUB_SUMMARY_TOKEN_BUDGET = env.int("MEMORYHUB_SUMMARY_TOKEN_BUDGET", default=0)
+# PostgreSQL: the trigger decision's read runs as a named prepared statement per connection
+# (saves ~0.2 ms of planning on the hottest call). Turn off behind a transaction-mode pooler
+# such as PgBouncer, where a session's prepared statements are not kept.
+MEMORYHUB_PREPARE_DECISION_READ = env.bool("MEMORYHUB_PREPARE_DECISION_READ", default=True)
 
 # --- Celery ---------------------------------------------------------------------------------
 BROKER_DIR = VAR_DIR / "broker"

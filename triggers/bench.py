@@ -1,11 +1,20 @@
 """Decision latency, side by side in one run, at growing history sizes.
 
+MemoryHub, three ways:
+
 * ``memoryhub_engine``: ``triggers.engine.evaluate`` on running totals (pure arithmetic).
-* ``memoryhub_decide``: the stateful service path an API call takes — one query for the workflow,
-  its policy override and its newest summary's status (plus the tenant default when there is no
-  override), evaluate, write the TriggerDecision row.
-* ``langchain_approx``: LangChain SummarizationMiddleware's approach — ``count_tokens_approximately``
-  over the whole message list before each model call.
+* ``memoryhub_decision``: the decision as the service makes it — one statement reads the
+  workflow's running totals, the policy that applies and its newest summary's status, then the
+  engine evaluates. This is what replaces a whole-history recount.
+* ``memoryhub_logged``: the full stateful service call an API request makes — the decision plus
+  the durable TriggerDecision row (an INSERT and its commit), which LangChain does not keep at all.
+
+Against whole-history recounts before every model call:
+
+* ``langchain_middleware``: LangChain's own ``SummarizationMiddleware.before_model`` with a
+  trigger that does not fire — the per-step check it runs (message ids, then
+  ``count_tokens_approximately`` over the whole list). Needs ``langchain`` >= 1.0.
+* ``langchain_approx``: ``count_tokens_approximately`` over the whole message list alone.
 * ``tiktoken_exact``: an exact recount of the whole history with the workflow's tiktoken encoding.
 
 The workflow for each size is built through the real ingest service (``append_events``), so the
@@ -64,19 +73,45 @@ def _build_workflow(tenant, external_id: str, contents: list[dict[str, Any]], lo
     return workflow
 
 
-def _measure(tenant, size: int, *, decisions: int, baseline_repeats: int, log) -> dict[str, Any]:
+def _langchain_middleware_check(messages: list[Any]) -> Callable[[], Any] | None:
+    """LangChain's per-step check, or None when ``langchain`` (v1 middleware) is not installed."""
+    try:
+        from langchain.agents.middleware import SummarizationMiddleware
+        from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    except ImportError:
+        return None
+    # A trigger that never fires: we time the check that runs before every model call, not a summary.
+    middleware = SummarizationMiddleware(model=FakeListChatModel(responses=["-"]), trigger=("tokens", 10**12))
+    state = {"messages": messages}
+    middleware.before_model(state, None)  # type: ignore[arg-type]  # assigns message ids once, as a graph would
+    return lambda: middleware.before_model(state, None)  # type: ignore[arg-type]
+
+
+def _speedup(baseline: dict[str, float] | None, ours: dict[str, float]) -> float | None:
+    return round(baseline["median_ms"] / ours["median_ms"], 1) if baseline else None
+
+
+def _settle() -> None:
+    """Let PostgreSQL catch up after the bulk ingest (outside a transaction only), so autovacuum
+    of the fresh rows does not land in the middle of one size's timings."""
+    if connection.vendor == "postgresql" and connection.get_autocommit():
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE memoryhub_event, memoryhub_workflow, triggers_triggerdecision")
+
+
+def _measure(tenant, workflow, payload, *, decisions: int, baseline_repeats: int) -> dict[str, Any]:
     from langchain_core.messages import AIMessage
     from langchain_core.messages.utils import count_tokens_approximately
 
+    size = len(payload)
     encoding = get_encoding(DEFAULT_ENCODING)
     policy = PolicySpec()
     actor = Actor.system("bench")
-    payload = synthetic_events(size, seed=size, prefix=f"t{size}")
-    workflow = _build_workflow(tenant, f"trig-{size}", payload, log)
     messages = [AIMessage(content=e["content"]) for e in payload]
     texts = [e["content"] for e in payload]
     inputs = DecisionInputs(current_tokens=workflow.history_tokens, expected_next_step_tokens=2_000)
     trigger = policy.trigger_tokens
+    step = {"expected_next_step_tokens": 2_000}
 
     def langchain_approx() -> bool:
         return count_tokens_approximately(messages) >= trigger
@@ -87,24 +122,33 @@ def _measure(tenant, size: int, *, decisions: int, baseline_repeats: int, log) -
     def engine() -> str:
         return evaluate(policy, inputs).action
 
-    def decide() -> str:
+    def decision() -> str:
         wf = services.workflow_for_decision(tenant, workflow.external_id)
-        return services.decide(wf, {"expected_next_step_tokens": 2_000}, actor).action
+        spec, _source = services.decision_policy(wf)
+        return evaluate(spec, services.stateful_inputs(wf, dict(step))).action
 
+    def logged() -> str:
+        wf = services.workflow_for_decision(tenant, workflow.external_id)
+        return services.decide(wf, dict(step), actor).action
+
+    middleware_check = _langchain_middleware_check(messages)
     row: dict[str, Any] = {
         "messages": size,
         "history_tokens": workflow.history_tokens,
         "memoryhub_engine": _timed(engine, repeats=decisions * 10),
-        "memoryhub_decide": _timed(decide, repeats=decisions),
+        "memoryhub_decision": _timed(decision, repeats=decisions),
+        "memoryhub_logged": _timed(logged, repeats=decisions),
+        "langchain_middleware": (
+            _timed(middleware_check, repeats=baseline_repeats) if middleware_check else None
+        ),
         "langchain_approx": _timed(langchain_approx, repeats=baseline_repeats),
         "tiktoken_exact": _timed(tiktoken_exact, repeats=max(3, baseline_repeats // 4), budget_s=20.0),
     }
-    decide_ms = row["memoryhub_decide"]["median_ms"]
-    row["speedup_vs_langchain"] = round(row["langchain_approx"]["median_ms"] / decide_ms, 1)
-    row["speedup_vs_tiktoken"] = round(row["tiktoken_exact"]["median_ms"] / decide_ms, 1)
-    row["engine_speedup_vs_langchain"] = round(
-        row["langchain_approx"]["median_ms"] / row["memoryhub_engine"]["median_ms"], 1
-    )
+    for ours in ("engine", "decision", "logged"):
+        mine = row[f"memoryhub_{ours}"]
+        row[f"{ours}_speedup_vs_middleware"] = _speedup(row["langchain_middleware"], mine)
+        row[f"{ours}_speedup_vs_langchain"] = _speedup(row["langchain_approx"], mine)
+        row[f"{ours}_speedup_vs_tiktoken"] = _speedup(row["tiktoken_exact"], mine)
     return row
 
 
@@ -126,49 +170,76 @@ def run(
 
     stamp = time.strftime("%Y%m%d%H%M%S")
     tenant = create_tenant(tenant_slug or f"bench-triggers-{stamp}", "Trigger benchmark")
-    rows = []
+    # Build every size first, then time them one after the other under the same conditions.
+    built = []
     for size in sizes:
         log(f"  {size:,} messages: building the workflow through append_events")
-        row = _measure(tenant, size, decisions=decisions, baseline_repeats=baseline_repeats, log=log)
+        payload = synthetic_events(size, seed=size, prefix=f"t{size}")
+        built.append((_build_workflow(tenant, f"trig-{size}", payload, log), payload))
+    _settle()
+    rows = []
+    for workflow, payload in built:
+        row = _measure(tenant, workflow, payload, decisions=decisions, baseline_repeats=baseline_repeats)
         rows.append(row)
-        log(
-            f"    decide {row['memoryhub_decide']['median_ms']:.3f} ms · "
-            f"engine {row['memoryhub_engine']['median_ms'] * 1000:.1f} µs · "
-            f"langchain approx {row['langchain_approx']['median_ms']:.2f} ms · "
-            f"tiktoken exact {row['tiktoken_exact']['median_ms']:.1f} ms "
-            f"(×{row['speedup_vs_langchain']} / ×{row['speedup_vs_tiktoken']})"
-        )
+        log(f"  {len(payload):,} messages: " + _row_line(row))
     first, last = rows[0], rows[-1]
+
+    def growth(key: str) -> float | None:
+        if not (first[key] and last[key]):
+            return None
+        return round(last[key]["median_ms"] / first[key]["median_ms"], 2)
+
     return {
         "database": connection.vendor,
         "sizes": list(sizes),
         "rows": rows,
-        # Flat: the stateful decision at the largest size relative to the smallest.
-        "decide_growth": round(
-            last["memoryhub_decide"]["median_ms"] / first["memoryhub_decide"]["median_ms"], 2
-        ),
-        "langchain_growth": round(
-            last["langchain_approx"]["median_ms"] / first["langchain_approx"]["median_ms"], 2
-        ),
+        # Flat: each approach's latency at the largest size relative to the smallest.
+        "growth": {
+            key: growth(key)
+            for key in (
+                "memoryhub_engine",
+                "memoryhub_decision",
+                "memoryhub_logged",
+                "langchain_middleware",
+                "langchain_approx",
+                "tiktoken_exact",
+            )
+        },
     }
 
 
+def _ms(timing: dict[str, float] | None) -> str:
+    return f"{timing['median_ms']:.3f}" if timing else "n/a"
+
+
+def _row_line(r: dict[str, Any]) -> str:
+    return (
+        f"engine {r['memoryhub_engine']['median_ms'] * 1000:.1f} µs · decision {_ms(r['memoryhub_decision'])} ms · "
+        f"logged {_ms(r['memoryhub_logged'])} ms | LangChain middleware {_ms(r['langchain_middleware'])} ms · "
+        f"approx {_ms(r['langchain_approx'])} ms · tiktoken {_ms(r['tiktoken_exact'])} ms"
+    )
+
+
 def table(result: dict[str, Any]) -> str:
-    """The side-by-side table for the closing note."""
-    lines = [
-        f"database: {result['database']}",
-        f"{'messages':>9} {'tokens':>10} {'decide ms':>10} {'engine µs':>10} {'LC approx ms':>13} "
-        f"{'tiktoken ms':>12} {'decide×LC':>10} {'decide×tik':>11} {'engine×LC':>10}",
-    ]
+    """The side-by-side table for the closing note: medians in ms, then speed-ups (baseline ÷ ours)."""
+    header = (
+        f"{'messages':>9} {'tokens':>10} {'engine':>8} {'decision':>9} {'logged':>8} "
+        f"{'LC mw':>8} {'LC approx':>10} {'tiktoken':>9}  "
+        f"{'decision×mw':>11} {'decision×LC':>11} {'logged×mw':>9} {'logged×LC':>9} {'logged×tik':>10}"
+    )
+    lines = [f"database: {result['database']} (medians in ms; ×: baseline ÷ MemoryHub)", header]
     for r in result["rows"]:
         lines.append(
-            f"{r['messages']:>9,} {r['history_tokens']:>10,} {r['memoryhub_decide']['median_ms']:>10.3f} "
-            f"{r['memoryhub_engine']['median_ms'] * 1000:>10.1f} {r['langchain_approx']['median_ms']:>13.2f} "
-            f"{r['tiktoken_exact']['median_ms']:>12.1f} {r['speedup_vs_langchain']:>10} {r['speedup_vs_tiktoken']:>11} "
-            f"{r['engine_speedup_vs_langchain']:>10}"
+            f"{r['messages']:>9,} {r['history_tokens']:>10,} {r['memoryhub_engine']['median_ms']:>8.4f} "
+            f"{_ms(r['memoryhub_decision']):>9} {_ms(r['memoryhub_logged']):>8} "
+            f"{_ms(r['langchain_middleware']):>8} {_ms(r['langchain_approx']):>10} {_ms(r['tiktoken_exact']):>9}  "
+            f"{r['decision_speedup_vs_middleware'] or 'n/a':>11} {r['decision_speedup_vs_langchain']:>11} "
+            f"{r['logged_speedup_vs_middleware'] or 'n/a':>9} {r['logged_speedup_vs_langchain']:>9} "
+            f"{r['logged_speedup_vs_tiktoken']:>10}"
         )
+    growth = result["growth"]
     lines.append(
-        f"decide latency growth {result['sizes'][0]:,} → {result['sizes'][-1]:,} messages: ×{result['decide_growth']} "
-        f"(LangChain approx: ×{result['langchain_growth']})"
+        f"growth {result['sizes'][0]:,} → {result['sizes'][-1]:,} messages: "
+        + " · ".join(f"{key} ×{value}" for key, value in growth.items() if value is not None)
     )
     return "\n".join(lines)

@@ -9,13 +9,15 @@ the simulator replays.
 
 from __future__ import annotations
 
+import weakref
 from contextlib import nullcontext
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from django.db import transaction
-from django.db.models import F, OuterRef, Q, QuerySet, Subquery
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F, Field, Q, QuerySet
 from django.utils import timezone
 
 from memoryhub.actors import Actor
@@ -98,12 +100,6 @@ def policy_row_for(
     if workflow is None:
         row = ContextPolicy.objects.filter(tenant=tenant, workflow__isnull=True).first()
         return row, (SOURCE_TENANT if row else SOURCE_DEFAULT)
-    prefetched = getattr(workflow, "_decision_prefetch", None)
-    if prefetched is not None:
-        # workflow_for_decision joined the override already; only the tenant default is left.
-        if prefetched["override"] is not None:
-            return prefetched["override"], SOURCE_WORKFLOW
-        return policy_row_for(workflow.tenant_id)
     # By id, so a workflow fetched without its tenant costs no extra query.
     rows = list(
         ContextPolicy.objects.filter(
@@ -277,27 +273,113 @@ def _since_last_compaction(workflow: Workflow, now: datetime) -> tuple[int | Non
     return None, None
 
 
+class _DecisionRead:
+    """The one statement a stateful decision reads, with the ORM's own value converters.
+
+    It returns the workflow row, the status of its newest summary version (an index-backed
+    subquery), and the policy that applies: the override, else the tenant default (one LEFT JOIN
+    over both, override first). Written as SQL on purpose: the equivalent ORM query spent ~2-3 ms
+    compiling (joins and a subquery over ~100 columns) against ~0.35 ms for the statement itself,
+    and this call runs before every model call of every agent. Table and column names come from
+    the models, and every value goes through the converters the ORM would apply.
+    """
+
+    PREPARED_NAME = "memoryhub_decision_read"
+
+    def __init__(self) -> None:
+        self.prepared_sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+        qn = connection.ops.quote_name
+        wf, policy, summary = Workflow._meta, ContextPolicy._meta, Summary._meta
+        self.workflow_fields = list(wf.concrete_fields)
+        self.policy_fields = [cast(Field, policy.get_field(name)) for name in POLICY_FIELDS]
+        columns = [f"w.{qn(f.column)}" for f in self.workflow_fields]
+        columns += [f"p.{qn(f.column)}" for f in self.policy_fields]
+
+        def column(meta: Any, name: str) -> str:
+            return qn(cast(Field, meta.get_field(name)).column)
+
+        policy_workflow = column(policy, "workflow")
+        summary_workflow = column(summary, "workflow")
+        wf_tenant = column(wf, "tenant")
+        self.sql = (
+            f"SELECT {', '.join(columns)}, p.{qn('id')}, p.{policy_workflow}, "
+            f"(SELECT s.{qn('status')} FROM {qn(summary.db_table)} s "
+            f"WHERE s.{summary_workflow} = w.{qn('id')} ORDER BY s.{qn('version')} DESC LIMIT 1) "
+            f"FROM {qn(wf.db_table)} w LEFT JOIN {qn(policy.db_table)} p "
+            f"ON p.{column(policy, 'tenant')} = w.{wf_tenant} "
+            f"AND (p.{policy_workflow} = w.{qn('id')} OR p.{policy_workflow} IS NULL) "
+            f"WHERE w.{wf_tenant} = %s AND w.{qn('external_id')} = %s "
+            f"ORDER BY (p.{policy_workflow} IS NULL) LIMIT 1"
+        )
+        self.converters = [self._converters(f, wf.db_table) for f in self.workflow_fields]
+        self.converters += [self._converters(f, policy.db_table) for f in self.policy_fields]
+
+    @staticmethod
+    def _converters(field: Any, table: str) -> tuple[Any, list[Any]]:
+        col = field.get_col(table)
+        return col, connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+
+    def _execute(self, cursor: Any, params: list[Any]) -> None:
+        if connection.vendor != "postgresql" or not settings.MEMORYHUB_PREPARE_DECISION_READ:
+            cursor.execute(self.sql, params)
+            return
+        # A named prepared statement per database session (PREPARE outlives a rolled-back
+        # transaction); planning it on every call cost as much as running it.
+        session = connection.connection
+        if session not in self.prepared_sessions:
+            cursor.execute(f"PREPARE {self.PREPARED_NAME} (bigint, text) AS {self.sql % ('$1', '$2')}")
+            self.prepared_sessions.add(session)
+        cursor.execute(f"EXECUTE {self.PREPARED_NAME} (%s, %s)", params)
+
+    def fetch(self, tenant_id: int, external_id: str) -> tuple[Workflow, PolicySpec, str, str | None] | None:
+        with connection.cursor() as cursor:
+            self._execute(cursor, [tenant_id, external_id])
+            raw = cursor.fetchone()
+        if raw is None:
+            return None
+        values = list(raw[: len(self.converters)])
+        for index, (col, converters) in enumerate(self.converters):
+            for convert in converters:
+                values[index] = convert(values[index], col, connection)
+        split = len(self.workflow_fields)
+        workflow = Workflow.from_db(
+            connection.alias, [f.attname for f in self.workflow_fields], values[:split]
+        )
+        policy_id, policy_workflow_id, newest_status = raw[len(self.converters) :]
+        if policy_id is None:
+            return workflow, PolicySpec(), SOURCE_DEFAULT, newest_status
+        spec = PolicySpec.from_dict(dict(zip(POLICY_FIELDS, values[split:], strict=True)))
+        return workflow, spec, (SOURCE_WORKFLOW if policy_workflow_id else SOURCE_TENANT), newest_status
+
+
+_decision_reads: dict[str, _DecisionRead] = {}
+
+
 def workflow_for_decision(tenant: Tenant, external_id: str) -> Workflow:
-    """The workflow with what a decision reads, in one query: its policy override (LEFT JOIN) and
-    the status of its newest summary version (an indexed subquery). 404 for other tenants."""
-    newest = Summary.objects.filter(workflow=OuterRef("pk")).order_by("-version").values("status")[:1]
-    workflow = (
-        Workflow.objects.filter(tenant=tenant, external_id=external_id)
-        .select_related("active_summary", "context_policy")
-        .annotate(newest_summary_status=Subquery(newest))
-        .first()
-    )
-    if workflow is None:
+    """The workflow with everything a decision reads, in one statement (see ``_DecisionRead``):
+    running totals, the applicable policy and the newest summary's status. 404 for other tenants."""
+    read = _decision_reads.get(connection.vendor)
+    if read is None:
+        read = _decision_reads[connection.vendor] = _DecisionRead()
+    found = read.fetch(tenant.pk, external_id)
+    if found is None:
         raise NotFound(f"workflow {external_id!r} not found", code="workflow_not_found")
-    try:
-        override = workflow.context_policy
-    except ContextPolicy.DoesNotExist:
-        override = None
+    workflow, spec, source, newest_status = found
     workflow._decision_prefetch = {  # type: ignore[attr-defined]
-        "override": override,
-        "last_summary_status": workflow.newest_summary_status,  # type: ignore[attr-defined]
+        "policy": (spec, source),
+        "last_summary_status": newest_status,
     }
     return workflow
+
+
+def decision_policy(workflow: Workflow) -> tuple[PolicySpec, str]:
+    """(spec, source) for a decision: read along with the workflow when it came from
+    ``workflow_for_decision``, else looked up."""
+    prefetched = getattr(workflow, "_decision_prefetch", None)
+    if prefetched is not None:
+        return prefetched["policy"]
+    spec, source, _row = effective_policy(workflow.tenant_id, workflow)
+    return spec, source
 
 
 def stateful_inputs(
@@ -351,7 +433,7 @@ def decide(
     With ``enqueue`` and action ``compact``, the compaction job for the current head is requested
     (idempotent: asking again at the same head returns the same job) and linked to the decision.
     """
-    spec, source, _ = effective_policy(workflow.tenant_id, workflow)
+    spec, source = decision_policy(workflow)
     decision_inputs = stateful_inputs(workflow, dict(inputs))
     decision = evaluate(spec, decision_inputs)
     report = decision.to_dict()

@@ -14,7 +14,9 @@ class TraceFlag(models.TextChoices):
     TAIL_LOSS = "tail_loss"  # summary watermark + tail did not reach head at read time
     MISSING_PROVENANCE = "missing_provenance"  # no context id / manifest hash recorded
     CONTEXT_MISMATCH = "context_mismatch"  # the signed context_id / manifest says something else was served
-    FALLBACK_RETRIEVAL = "fallback_retrieval"  # the consumer sent a targeted retrieval instead of summary + tail
+    FALLBACK_RETRIEVAL = (
+        "fallback_retrieval"  # the consumer sent a targeted retrieval instead of summary + tail
+    )
 
 
 class ConsumerTrace(models.Model):

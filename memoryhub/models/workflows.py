@@ -142,7 +142,9 @@ class Event(models.Model):
             # Lineage / replay / pages: the purged events of one workflow in a seq range (a handful of
             # rows even in a million-event history, instead of a scan of the range).
             models.Index(
-                fields=["workflow", "seq"], condition=Q(purged_at__isnull=False), name="memoryhub_event_purged"
+                fields=["workflow", "seq"],
+                condition=Q(purged_at__isnull=False),
+                name="memoryhub_event_purged",
             ),
             # Retention sweep: unpurged events older than a cutoff.
             models.Index(

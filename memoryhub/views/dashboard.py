@@ -934,8 +934,10 @@ def event_page(workflow: Workflow, page_no: int) -> dict[str, Any]:
 
 
 def _int(raw: str | None, default: int) -> int:
+    if not raw:
+        return default
     try:
-        return int(raw) if raw not in (None, "") else default
+        return int(raw)
     except ValueError:
         return default
 

@@ -2,10 +2,10 @@
 does not slow down as history grows, while whole-history recounts (LangChain's
 count_tokens_approximately before every model call, or an exact tiktoken recount) grow linearly.
 
-Two MemoryHub figures are measured: the decision itself (``engine``: arithmetic on the totals, what
-replaces the recount) and the whole stateful service call (``decide``: workflow lookup, policy,
-newest summary status, the logged TriggerDecision row). The full 1k/10k/100k table is
-``manage.py bench_triggers``.
+Three MemoryHub figures are measured: the engine (arithmetic on the totals), the decision as the
+service makes it (one statement for totals + policy + newest summary status, then the engine: what
+replaces the recount) and the logged call (the decision plus its durable TriggerDecision row). The
+full 1k/10k/100k table is ``manage.py bench_triggers``.
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ def test_decision_latency_is_flat_and_beats_whole_history_recounts():
     small, large = result["rows"]
     assert large["history_tokens"] > 5 * small["history_tokens"]
     # The decision: ≥ 10× faster than LangChain's approximate recount at 10k messages.
-    assert large["engine_speedup_vs_langchain"] >= 10, report
-    # The logged service call (with its database reads and write) beats an exact recount ≥ 10×.
-    assert large["speedup_vs_tiktoken"] >= 10, report
-    # Flat: 10× more history must not make the decision meaningfully slower (recounts grow ~10×).
-    assert result["decide_growth"] <= 3, report
-    engine_growth = large["memoryhub_engine"]["median_ms"] / small["memoryhub_engine"]["median_ms"]
-    assert engine_growth <= 3, report
+    assert large["decision_speedup_vs_langchain"] >= 10, report
+    if large["langchain_middleware"]:
+        assert large["decision_speedup_vs_middleware"] >= 10, report
+    # The logged service call (with its durable write) still beats an exact recount ≥ 10×.
+    assert large["logged_speedup_vs_tiktoken"] >= 10, report
+    # Flat: 10× more history must not make MemoryHub meaningfully slower (recounts grow ~10×).
+    for key in ("memoryhub_engine", "memoryhub_decision", "memoryhub_logged"):
+        assert result["growth"][key] <= 3, report
+    assert result["growth"]["langchain_approx"] >= 5, report

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from audit.models import AuditEntry
 from memoryhub.actors import Actor
+from memoryhub.errors import NotFound
 from memoryhub.models import Workflow
 from tests.helpers import append, event, make_workflow
 from triggers.models import ContextPolicy, TriggerDecision
@@ -307,6 +308,35 @@ def test_decision_query_count_does_not_grow_with_history(api, tenant):
     with CaptureQueriesContext(connection) as ctx:
         api.post(url("wf-big", "trigger"), {"expected_next_step_tokens": 100}, format="json")
     assert not any('"memoryhub_event"' in q["sql"] for q in ctx.captured_queries)
+
+
+@pytest.mark.parametrize("prepared", [True, False], ids=["prepared-read", "plain-read"])
+def test_a_stateful_decision_is_one_read_and_one_logged_row(settings, tenant, other_tenant, wf, prepared):
+    """The hot path: one statement reads totals + policy + newest summary status; one INSERT logs.
+    The policy join never reaches another tenant's default, and an override beats the default."""
+    from triggers import services
+
+    settings.MEMORYHUB_PREPARE_DECISION_READ = prepared
+    set_totals(wf, tail_tokens=17_000, tail_events=40)
+    ContextPolicy.objects.create(tenant=other_tenant, context_window=1_000_000, target_tokens=1_000)
+    for expected_source, expected_budget in (("default", 18_000), ("tenant", 50_000), ("workflow", 38_000)):
+        if expected_source == "tenant":
+            ContextPolicy.objects.create(tenant=tenant, context_window=64_000, target_tokens=8_000)
+        if expected_source == "workflow":
+            ContextPolicy.objects.create(
+                tenant=tenant, workflow=wf, context_window=52_000, target_tokens=8_000
+            )
+        for _ in range(2):  # the second call reuses the prepared statement on PostgreSQL
+            with CaptureQueriesContext(connection) as ctx:
+                workflow = services.workflow_for_decision(tenant, "wf-trig")
+                row = services.decide(workflow, {"expected_next_step_tokens": 4_000}, Actor.system("tests"))
+            statements = [q["sql"] for q in ctx.captured_queries if not q["sql"].startswith("PREPARE")]
+            assert len(statements) == 2, statements
+            assert statements[1].startswith("INSERT"), statements
+            assert (row.details["policy_source"], row.safe_budget) == (expected_source, expected_budget)
+            assert (row.current_tokens, row.inputs["message_count"]) == (17_000, 40)
+    with pytest.raises(NotFound, match="wf-trig"):
+        services.workflow_for_decision(other_tenant, "wf-trig")
 
 
 # --------------------------------------------------------------------------------------------
