@@ -264,10 +264,9 @@ def _workflows(tenant: Tenant, prefix: str) -> QuerySet:
 
 
 def _active_summary_age_seconds(tenant, since, until, prefix) -> float | None:
+    # activated_at is set with the pointer (lifecycle._set_pointer), so no join to the summary.
     oldest = (
-        _workflows(tenant, prefix)
-        .filter(active_summary__isnull=False)
-        .aggregate(v=Min(Coalesce("activated_at", "active_summary__created_at")))["v"]
+        _workflows(tenant, prefix).filter(active_summary__isnull=False).aggregate(v=Min("activated_at"))["v"]
     )
     if oldest is None:
         return None

@@ -226,10 +226,19 @@ def overview_numbers(tenant: Any, window: Window, now: datetime, budget: int) ->
         oldest_activation=Min("activated_at", filter=Q(active_summary__isnull=False)),
         over_budget=Count("pk", filter=Q(tail_tokens__gt=budget - F("summary_tokens"))),
     )
-    review = Summary.objects.filter(tenant=tenant).aggregate(
-        candidates=Count("pk", filter=Q(status=SummaryStatus.CANDIDATE)),
-        quarantined=Count("pk", filter=Q(status=SummaryStatus.QUARANTINED)),
+    # Only the review queue's rows, through the (tenant, status, created_at) index: the count does
+    # not read the tenant's whole summary history.
+    queued = dict(
+        Summary.objects.filter(tenant=tenant, status__in=[SummaryStatus.CANDIDATE, SummaryStatus.QUARANTINED])
+        .values("status")
+        .annotate(n=Count("pk"))
+        .order_by()
+        .values_list("status", "n")
     )
+    review = {
+        "candidates": queued.get(SummaryStatus.CANDIDATE, 0),
+        "quarantined": queued.get(SummaryStatus.QUARANTINED, 0),
+    }
     since = now - window.span
     counts = {key: int(metrics.compute(tenant, s.metric, since=since) or 0) for key, s in SIGNALS.items()}
     return {
