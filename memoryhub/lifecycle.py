@@ -295,6 +295,25 @@ def _set_status(summary: Summary, status: str, now) -> None:
     summary.status, summary.status_changed_at = status, now
 
 
+def _apply(
+    wf: Workflow, summary: Summary, action: str, actor: Actor, *, to_status: str | None, now=None, **log: Any
+) -> LifecycleEvent:
+    """Move ``summary`` to ``to_status`` (None: it stays where it is) and log the applied action."""
+    before = summary.status
+    if to_status is not None:
+        _set_status(summary, to_status, now or timezone.now())
+    return _log(
+        wf,
+        summary,
+        action,
+        LifecycleResult.APPLIED,
+        actor,
+        from_status=before,
+        to_status=summary.status,
+        **log,
+    )
+
+
 def _move_pointer(wf: Workflow, target: Summary | None, observed: int, now, *, compaction: bool) -> bool:
     """The compare-and-swap: move the pointer only if active_revision is still ``observed``.
 
@@ -395,16 +414,12 @@ def validate(summary: Summary, actor: Actor, *, outcome=None) -> Summary:
             waived_checks=list(result.waived_checks),
             actor=str(actor),
         )
-        before = s.status
-        _set_status(s, S.VALIDATED if result.passed else S.REJECTED, timezone.now())
-        _log(
+        _apply(
             wf,
             s,
             A.VALIDATE,
-            LifecycleResult.APPLIED,
             actor,
-            from_status=before,
-            to_status=s.status,
+            to_status=S.VALIDATED if result.passed else S.REJECTED,
             reason="; ".join(result.reasons),
             data={"validator_version": result.validator_version},
         )
@@ -419,18 +434,7 @@ def reject(summary: Summary, actor: Actor, reason: str) -> Summary:
 
     def body(wf: Workflow, s: Summary) -> Summary:
         _check_from(wf, s, A.REJECT, actor, reason=reason)
-        before = s.status
-        _set_status(s, S.REJECTED, timezone.now())
-        _log(
-            wf,
-            s,
-            A.REJECT,
-            LifecycleResult.APPLIED,
-            actor,
-            from_status=before,
-            to_status=s.status,
-            reason=reason,
-        )
+        _apply(wf, s, A.REJECT, actor, to_status=S.REJECTED, reason=reason)
         return s
 
     return _run(summary, body)
@@ -442,16 +446,7 @@ def approve(summary: Summary, actor: Actor, reason: str) -> Summary:
 
     def body(wf: Workflow, s: Summary) -> Summary:
         _check_from(wf, s, A.APPROVE, actor, reason=reason)
-        _log(
-            wf,
-            s,
-            A.APPROVE,
-            LifecycleResult.APPLIED,
-            actor,
-            from_status=s.status,
-            to_status=s.status,
-            reason=reason,
-        )
+        _apply(wf, s, A.APPROVE, actor, to_status=None, reason=reason)
         return s
 
     return _run(summary, body)
@@ -506,17 +501,12 @@ def waive(summary: Summary, checks: Iterable[str], actor: Actor, reason: str | N
             waived_by=str(actor),
             actor=str(actor),
         )
-        before = s.status
-        if waived.passed:
-            _set_status(s, S.VALIDATED, timezone.now())
-        _log(
+        _apply(
             wf,
             s,
             A.WAIVE,
-            LifecycleResult.APPLIED,
             actor,
-            from_status=before,
-            to_status=s.status,
+            to_status=S.VALIDATED if waived.passed else None,
             reason=reason,
             data={
                 "waived_checks": waived.waived_checks,
@@ -537,17 +527,7 @@ def release(summary: Summary, actor: Actor, reason: str) -> Summary:
         _check_from(wf, s, A.RELEASE, actor, reason=reason)
         latest = s.validations.order_by("-created_at", "-id").first()
         target = S.CANDIDATE if latest is None else (S.VALIDATED if latest.passed else S.REJECTED)
-        _set_status(s, target, timezone.now())
-        _log(
-            wf,
-            s,
-            A.RELEASE,
-            LifecycleResult.APPLIED,
-            actor,
-            from_status=S.QUARANTINED,
-            to_status=target,
-            reason=reason,
-        )
+        _apply(wf, s, A.RELEASE, actor, to_status=target, reason=reason)
         return s
 
     return _run(summary, body)
@@ -576,35 +556,22 @@ def quarantine(summary: Summary, actor: Actor, reason: str) -> Summary:
 
     def body(wf: Workflow, s: Summary) -> Summary:
         _check_from(wf, s, A.QUARANTINE, actor, reason=reason)
-        before = s.status
         now = timezone.now()
-        if before != S.ACTIVE:
-            _set_status(s, S.QUARANTINED, now)
-            _log(
-                wf,
-                s,
-                A.QUARANTINE,
-                LifecycleResult.APPLIED,
-                actor,
-                from_status=before,
-                to_status=S.QUARANTINED,
-                reason=reason,
-            )
+        if s.status != S.ACTIVE:
+            _apply(wf, s, A.QUARANTINE, actor, to_status=S.QUARANTINED, now=now, reason=reason)
             return s
         observed = wf.active_revision
         target = _fallback(wf, s)
         if not _move_pointer(wf, target, observed, now, compaction=False):  # cannot happen under the lock
             raise RuntimeError("active pointer moved while the workflow was locked")
-        _set_status(s, S.QUARANTINED, now)  # first: at most one ACTIVE row at any instant
         marker = None if target else observed  # the pointer-move event carries the revision
-        _log(
+        _apply(  # first: at most one ACTIVE row at any instant
             wf,
             s,
             A.QUARANTINE,
-            LifecycleResult.APPLIED,
             actor,
-            from_status=S.ACTIVE,
             to_status=S.QUARANTINED,
+            now=now,
             reason=reason,
             expected=marker,
             observed=marker,
@@ -612,16 +579,13 @@ def quarantine(summary: Summary, actor: Actor, reason: str) -> Summary:
             data={"fallback": target.summary_id if target else None, "active_revision": wf.active_revision},
         )
         if target is not None:
-            target_before = target.status
-            _set_status(target, S.ACTIVE, now)
-            _log(
+            _apply(
                 wf,
                 target,
                 A.ROLLBACK,
-                LifecycleResult.APPLIED,
                 actor,
-                from_status=target_before,
                 to_status=S.ACTIVE,
+                now=now,
                 reason=f"automatic fallback: S{s.version} was quarantined ({reason})",
                 expected=observed,
                 observed=observed,
@@ -748,29 +712,24 @@ def _swap(
                 extra={"current_revision": current},
             )
         if prior is not None:
-            _set_status(prior, S.SUPERSEDED, now)  # first: at most one ACTIVE row at any instant
-            _log(
+            _apply(  # first: at most one ACTIVE row at any instant
                 wf,
                 prior,
                 A.SUPERSEDE,
-                LifecycleResult.APPLIED,
                 actor,
-                from_status=S.ACTIVE,
                 to_status=S.SUPERSEDED,
+                now=now,
                 reason=f"superseded by S{s.version}",
                 prior=prior,
                 data={"by": s.summary_id},
             )
-        before = s.status
-        _set_status(s, S.ACTIVE, now)
-        event = _log(
+        event = _apply(
             wf,
             s,
             action,
-            LifecycleResult.APPLIED,
             actor,
-            from_status=before,
             to_status=S.ACTIVE,
+            now=now,
             reason=reason,
             expected=expected_revision,
             observed=observed,
