@@ -18,7 +18,7 @@ Kinds (they decide what a window means and how a metric aggregates):
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -40,7 +40,7 @@ from django.db.models import (
     Value,
 )
 from django.db.models.expressions import CombinedExpression
-from django.db.models.functions import Cast, Coalesce, NullIf
+from django.db.models.functions import Cast, Coalesce, NullIf, Trunc
 from django.utils import timezone
 
 from audit.models import Investigation
@@ -604,19 +604,57 @@ def series(
     return points
 
 
-def rollup(tenant: Tenant, *, now: datetime | None = None) -> int:
+UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+def rolled_up(
+    tenant: Tenant, metrics: Iterable[str], since: datetime, until: datetime, unit: str
+) -> dict[str, dict[datetime, tuple[float, int, float]]]:
+    """The tenant-wide 5-minute samples of ``metrics`` in [since, until), added up per ``unit``
+    (a database truncation unit: minute, hour or day) in one query: ``{metric: {unit_start:
+    (sum, samples, mean)}}``. A counter's unit is fully rolled up when it has
+    ``unit_samples(unit)`` samples (the rollup writes a counter for every bucket it covers)."""
+    found: dict[str, dict[datetime, tuple[float, int, float]]] = {name: {} for name in metrics}
+    rows = (
+        MetricSample.objects.filter(
+            tenant=tenant,
+            workflow__isnull=True,
+            metric__in=list(found),
+            bucket_start__gte=since,
+            bucket_start__lt=until,
+        )
+        .annotate(unit_start=Trunc("bucket_start", unit, tzinfo=UTC))
+        .values("metric", "unit_start")
+        .annotate(total=Sum("value"), samples=Count("pk"), mean=Avg("value"))
+        .order_by()
+        .values_list("metric", "unit_start", "total", "samples", "mean")
+    )
+    for name, start, total, samples, mean in rows:
+        found[name][start] = (total, samples, mean)
+    return found
+
+
+def unit_samples(unit: str) -> int:
+    """How many 5-minute buckets a truncation unit holds (a minute holds the one that starts in it)."""
+    return max(1, UNIT_SECONDS[unit] // int(ROLLUP_BUCKET.total_seconds()))
+
+
+def rollup(
+    tenant: Tenant, *, now: datetime | None = None, backfill: timedelta | None = None, gauges: bool = True
+) -> int:
     """Write tenant-wide samples for completed 5-minute buckets; returns how many were written.
 
     Window metrics are computed exactly for the last completed bucket and for up to
-    ROLLUP_BACKFILL_BUCKETS earlier ones that are missing (a worker was down). Gauges can only be
-    measured now, so they fill the last completed bucket only. Idempotent: existing samples are
+    ROLLUP_BACKFILL_BUCKETS earlier ones that are missing (a worker was down), or as far back as
+    ``backfill`` (``manage.py rollup_metrics`` after a long outage or an import). Gauges can only
+    be measured now, so they fill the last completed bucket only (``gauges=False`` skips them
+    when ``now`` is in the past). Idempotent: existing samples are
     kept (the unique constraint + ignore_conflicts make concurrent runs safe).
     """
     now = now or timezone.now()
     last = bucket_floor(now, ROLLUP_BUCKET) - ROLLUP_BUCKET
-    earliest = max(
-        last - ROLLUP_BUCKET * (ROLLUP_BACKFILL_BUCKETS - 1), bucket_floor(tenant.created_at, ROLLUP_BUCKET)
-    )
+    reach = backfill if backfill is not None else ROLLUP_BUCKET * (ROLLUP_BACKFILL_BUCKETS - 1)
+    earliest = max(bucket_floor(last - reach, ROLLUP_BUCKET), bucket_floor(tenant.created_at, ROLLUP_BUCKET))
     existing = set(
         MetricSample.objects.filter(
             tenant=tenant, workflow__isnull=True, bucket_start__gte=earliest, bucket_start__lte=last
@@ -624,6 +662,8 @@ def rollup(tenant: Tenant, *, now: datetime | None = None) -> int:
     )
     rows: list[MetricSample] = []
     for name, definition in METRICS.items():
+        if definition.kind == GAUGE and not gauges:
+            continue
         starts = [last] if definition.kind == GAUGE else _bucket_range(earliest, last)
         for start in starts:
             if (name, start) in existing:

@@ -1,9 +1,15 @@
 """A synthetic tenant at deployment scale, written with COPY (minutes, not hours).
 
-10k workflows, ~1M events, 100k summaries (with validation records and activation events),
-500k consumer traces and 50k artifacts, plus two measured workflows with 1k and 1M events of
-history behind the same-sized tail. Rows are what the services would have written (running
-totals, cum_tokens, canonical summary JSON and its hash); only the write path differs.
+10k workflows, ~1M events, 100k summaries (with validation records, the compaction jobs that
+produced them and activation events), 500k consumer traces, 100k trigger decisions and 50k
+artifacts, plus two measured workflows with 1k and 1M events of history behind the same-sized
+tail. Rows are what the services would have written (running totals, cum_tokens, canonical
+summary JSON and its hash); only the write path differs.
+
+The activity is spread over the last seven days (the overview's default window), with the rates
+a busy deployment shows: 5% of candidates fail validation, 5% of activations lose the race
+(stale), 2% of model calls read an unvalidated summary, 1% of decisions project an overflow —
+so every dashboard chart has rows to count, not an empty window.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from django.utils import timezone
 from memoryhub.canonical import canonical_bytes, hash_text, sha256_hex
 from memoryhub.models import (
     Artifact,
+    CompactionJob,
     ConsumerTrace,
     Event,
     LifecycleEvent,
@@ -27,6 +34,7 @@ from memoryhub.models import (
     ValidationRecord,
     Workflow,
 )
+from triggers.models import TriggerDecision
 
 Log = Callable[[str], None]
 SENTENCES = [
@@ -204,14 +212,21 @@ def build(
     summaries_per_workflow: int = 10,
     traces_per_workflow: int = 50,
     artifacts_per_workflow: int = 5,
+    decisions_per_workflow: int = 10,
     log: Log = print,
 ) -> dict[str, Any]:
     """Fill ``tenant`` with the bulk dataset; returns row counts and seconds."""
     rng = random.Random(11)
     started = time.perf_counter()
     now = timezone.now()
-    t0 = now - timedelta(days=30)
+    # Workflows start one after another over seven days; each lives a few hours after its start.
+    span = timedelta(days=7)
+    t0 = now - span - timedelta(hours=4)
+    gap = span / workflows
     counts: dict[str, float] = {}
+    # The tenant has been live as long as its history (the metric rollups start at its creation).
+    type(tenant).objects.filter(pk=tenant.pk).update(created_at=t0)
+    tenant.created_at = t0
 
     def wf_rows():
         for i in range(workflows):
@@ -232,8 +247,8 @@ def build(
                 "[]",
                 "[]",
                 0,
-                t0,
-                t0 + timedelta(minutes=i),
+                t0 + gap * i,
+                t0 + gap * i,
             )
 
     counts["workflows"] = copy_rows(
@@ -266,10 +281,14 @@ def build(
         .values_list("id", flat=True)
     )
     log(f"  workflows: {len(ids):,} ({time.perf_counter() - started:.0f}s)")
+    started_at = {wid: t0 + gap * n for n, wid in enumerate(ids)}
+
+    def summary_at(wid: int, version: int):
+        return started_at[wid] + timedelta(minutes=20 * version)
 
     def all_events():
         for n, wid in enumerate(ids):
-            yield from event_rows(wid, events_per_workflow, start_at=t0 + timedelta(minutes=n))
+            yield from event_rows(wid, events_per_workflow, start_at=started_at[wid])
             if n % 2000 == 1999:
                 log(f"  events: {(n + 1) * events_per_workflow:,} ({time.perf_counter() - started:.0f}s)")
 
@@ -284,13 +303,55 @@ def build(
                     if v == summaries_per_workflow
                     else ("REJECTED" if rng.random() < 0.05 else "SUPERSEDED")
                 )
-                yield summary_row(tenant.pk, wid, v, v * step, status, t0 + timedelta(hours=v))
+                yield summary_row(tenant.pk, wid, v, v * step, status, summary_at(wid, v))
 
     counts["summaries"] = copy_rows(Summary, SUMMARY_COLUMNS, all_summaries())
     log(f"  summaries: {counts['summaries']:,} ({time.perf_counter() - started:.0f}s)")
-    summary_ids = dict(
-        ((w, v), pk)
-        for pk, w, v in Summary.objects.filter(tenant=tenant).values_list("id", "workflow_id", "version")
+    summary_ids: dict[tuple[int, int], int] = {}
+    rejected: set[int] = set()
+    for pk, w, v, status in Summary.objects.filter(tenant=tenant).values_list(
+        "id", "workflow_id", "version", "status"
+    ):
+        summary_ids[(w, v)] = pk
+        if status == "REJECTED":
+            rejected.add(pk)
+    counts["jobs"] = copy_rows(
+        CompactionJob,
+        [
+            "tenant_id",
+            "workflow_id",
+            "source_revision",
+            "compactor",
+            "idempotency_key",
+            "status",
+            "outcome",
+            "summary_id",
+            "tokens_in",
+            "tokens_out",
+            "latency_ms",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ],
+        (
+            (
+                tenant.pk,
+                w,
+                v * step,
+                "extractive-v1",
+                f"bench:{w}:{v * step}:extractive-v1:0",
+                "SUCCEEDED",
+                "rejected" if pk in rejected else "activated",
+                pk,
+                1_300 * step,
+                40,
+                900,
+                summary_at(w, v) - timedelta(seconds=2),
+                summary_at(w, v) - timedelta(seconds=1),
+                summary_at(w, v),
+            )
+            for (w, v), pk in summary_ids.items()
+        ),
     )
     counts["validations"] = copy_rows(
         ValidationRecord,
@@ -306,8 +367,51 @@ def build(
             "actor",
             "created_at",
         ],
-        ((pk, "rules-5", "[]", 1.0, True, "[]", "[]", "", "bench", t0) for pk in summary_ids.values()),
+        (
+            (pk, "rules-5", "[]", 1.0, pk not in rejected, "[]", "[]", "", "bench", summary_at(w, v))
+            for (w, v), pk in summary_ids.items()
+        ),
     )
+
+    def lifecycle_rows():
+        for (w, v), pk in summary_ids.items():
+            if pk in rejected:
+                continue
+            at = summary_at(w, v)
+            if rng.random() < 0.05:  # a late worker lost the compare-and-swap first
+                yield (
+                    tenant.pk,
+                    w,
+                    pk,
+                    "activate",
+                    "VALIDATED",
+                    "",
+                    "stale",
+                    "worker:bench",
+                    "worker",
+                    "",
+                    "",
+                    v - 1,
+                    v,  # expected v-1, but a concurrent activation had already moved it
+                    at - timedelta(seconds=1),
+                )
+            yield (
+                tenant.pk,
+                w,
+                pk,
+                "activate",
+                "VALIDATED",
+                "ACTIVE",
+                "applied",
+                "worker:bench",
+                "worker",
+                "",
+                "",
+                v - 1,
+                v - 1,
+                at,
+            )
+
     counts["lifecycle_events"] = copy_rows(
         LifecycleEvent,
         [
@@ -326,25 +430,7 @@ def build(
             "observed_revision",
             "at",
         ],
-        (
-            (
-                tenant.pk,
-                w,
-                pk,
-                "activate",
-                "VALIDATED",
-                "ACTIVE",
-                "applied",
-                "worker:bench",
-                "worker",
-                "",
-                "",
-                v - 1,
-                v - 1,
-                t0 + timedelta(hours=v),
-            )
-            for (w, v), pk in summary_ids.items()
-        ),
+        lifecycle_rows(),
     )
     # Running totals and the active pointer, as activation would have left them.
     total = sum(max(1, int(len(_content(s).split()) * 1.3)) for s in range(1, events_per_workflow + 1))
@@ -381,9 +467,9 @@ def build(
                     "bench@1",
                     f"ck-{k}",
                     1000,
-                    "[]",
+                    '["unvalidated_summary"]' if rng.random() < 0.02 else "[]",
                     "bench",
-                    t0 + timedelta(minutes=k),
+                    started_at[wid] + timedelta(minutes=4 * k),
                 )
 
     counts["traces"] = copy_rows(
@@ -413,6 +499,54 @@ def build(
         all_traces(),
     )
     log(f"  traces: {counts['traces']:,} ({time.perf_counter() - started:.0f}s)")
+
+    def decision_rows():
+        for wid in ids:
+            for k in range(decisions_per_workflow):
+                overflow = rng.random() < 0.01
+                projected = 21_000 if overflow else 12_000
+                yield (
+                    tenant.pk,
+                    wid,
+                    "retrieve_or_block" if overflow else "continue",
+                    "emergency_guard" if overflow else "",
+                    "[]",
+                    "{}",
+                    projected - 2_000,
+                    2_000,
+                    projected,
+                    18_000,
+                    8_000,
+                    20_000,
+                    "{}",
+                    k * step,
+                    "agent:bench",
+                    started_at[wid] + timedelta(minutes=20 * k + 10),
+                )
+
+    counts["decisions"] = copy_rows(
+        TriggerDecision,
+        [
+            "tenant_id",
+            "workflow_id",
+            "action",
+            "strategy",
+            "reasons",
+            "inputs",
+            "current_tokens",
+            "expected_next_step_tokens",
+            "projected_tokens",
+            "safe_budget",
+            "target_tokens",
+            "hard_limit",
+            "details",
+            "head_seq",
+            "actor",
+            "at",
+        ],
+        decision_rows(),
+    )
+    log(f"  trigger decisions: {counts['decisions']:,} ({time.perf_counter() - started:.0f}s)")
     counts["artifacts"] = copy_rows(
         Artifact,
         [

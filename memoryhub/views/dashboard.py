@@ -181,7 +181,8 @@ SIGNALS = {
             ConsumerTrace,
             "at",
             "workflow",
-            lambda: _has_flag(TraceFlag.UNVALIDATED_SUMMARY),
+            # Non-empty flags first: that matches the partial index memoryhub_trace_flagged.
+            lambda: ~Q(flags=[]) & _has_flag(TraceFlag.UNVALIDATED_SUMMARY),
             figures.PURPLE,
             short="Unvalidated-summary reads",
         ),
@@ -216,8 +217,12 @@ def tenant_safe_budget(tenant: Any) -> int:
 BAR_LIMIT = 12
 
 
-def overview_numbers(tenant: Any, window: Window, now: datetime, budget: int) -> dict[str, Any]:
-    """Headline numbers: live state from running totals, counts from memoryhub.metrics over the window."""
+def overview_numbers(
+    tenant: Any, window: Window, now: datetime, budget: int, series: OverviewSeries | None = None
+) -> dict[str, Any]:
+    """Headline numbers: live state from running totals; the window's counts are the sums of the
+    chart buckets (so a number always agrees with its chart)."""
+    series = series or overview_series(tenant, window, now)
     state = Workflow.objects.filter(tenant=tenant).aggregate(
         workflows=Count("pk"),
         with_summary=Count("pk", filter=Q(active_summary__isnull=False)),
@@ -239,21 +244,33 @@ def overview_numbers(tenant: Any, window: Window, now: datetime, budget: int) ->
         "candidates": queued.get(SummaryStatus.CANDIDATE, 0),
         "quarantined": queued.get(SummaryStatus.QUARANTINED, 0),
     }
-    since = now - window.span
-    counts = {key: int(metrics.compute(tenant, s.metric, since=since) or 0) for key, s in SIGNALS.items()}
     return {
         "state": state,
         "review": review,
-        "counts": counts,
-        "acceptance": metrics.compute(tenant, "acceptance_rate", since=since),
+        "counts": {key: sum(counts) for key, counts in series.counts.items()},
+        "acceptance": series.acceptance_total,
         "budget": budget,
     }
 
 
-def _bins(window: Window, starts: list[datetime], rows: Any) -> list[list[int]]:
-    """Fold (truncated time, *counts) rows into the window's buckets."""
+# Past the rollups, more separate gaps than this and one live count over the window is cheaper.
+MAX_GAP_RANGES = 24
+
+
+def _in_ranges(field: str, ranges: list[tuple[datetime, datetime | None]]) -> Q:
+    q = Q()
+    for start, end in ranges:
+        part = Q(**{f"{field}__gte": start})
+        if end is not None:
+            part &= Q(**{f"{field}__lt": end})
+        q |= part
+    return q
+
+
+def _bins(window: Window, starts: list[datetime], rows: Any, width: int = 2) -> list[list[float]]:
+    """Fold (time, *values) rows into the window's buckets."""
     first, size = starts[0].timestamp(), window.bucket.total_seconds()
-    bins: list[list[int]] = [[0, 0] for _ in starts]
+    bins: list[list[float]] = [[0] * width for _ in starts]
     for at, *values in rows:
         index = int((at.timestamp() - first) // size) if at is not None else -1
         if 0 <= index < len(bins):
@@ -262,38 +279,162 @@ def _bins(window: Window, starts: list[datetime], rows: Any) -> list[list[int]]:
     return bins
 
 
-def signal_counts(
-    signal: Signal, tenant: Any, window: Window, now: datetime
-) -> tuple[list[datetime], list[int]]:
-    """Occurrences per bucket, exact for the whole window: one GROUP BY over an indexed time range
-    (the same rows memoryhub.metrics counts, so a bucket's bar matches the alert's number)."""
+@dataclass
+class OverviewSeries:
+    """The window's per-bucket counts and acceptance rates, read once per page."""
+
+    starts: list[datetime]
+    counts: dict[str, list[int]]
+    acceptance: list[float | None]
+    acceptance_total: float | None
+
+
+def overview_series(tenant: Any, window: Window, now: datetime) -> OverviewSeries:
+    """Per-bucket counts for every signal and the acceptance rate over the window.
+
+    Whatever the MetricSample rollups (written by beat every 5 minutes) cover is read from them:
+    whole hours/days added up in the database, then the current hour/day by its 5-minute
+    samples (two queries for all metrics). The rest — the current 5 minutes, a stretch when beat
+    was down, a tenant never rolled up — is counted live from the rows through the same
+    definitions memoryhub.metrics uses. Exact either way; the cost follows the gaps, not the
+    tenant's volume.
+    """
     starts = window.starts(now)
-    rows = (
+    slots = _Slots(window, starts[0], now)
+    names = [s.metric for s in SIGNALS.values()] + ["acceptance_rate"]
+    whole = metrics.rolled_up(tenant, names, slots.since, slots.unit_floor, window.trunc)
+    recent = metrics.rolled_up(tenant, names, slots.unit_floor, slots.bucket_floor, "minute")
+    rolled = {name: whole[name] | recent[name] for name in names}
+    counts = {
+        key: [int(b[0]) for b in _signal_bins(signal, tenant, window, starts, slots, rolled[signal.metric])]
+        for key, signal in SIGNALS.items()
+    }
+    acceptance, total = _acceptance(
+        tenant, window, starts, slots, rolled["compactions"], rolled["acceptance_rate"]
+    )
+    return OverviewSeries(starts, counts, acceptance, total)
+
+
+def _floor(moment: datetime, step: timedelta) -> datetime:
+    size = int(step.total_seconds())
+    return datetime.fromtimestamp(int(moment.timestamp()) // size * size, tz=UTC)
+
+
+@dataclass(frozen=True)
+class _Slots:
+    """The window cut into what the rollups can cover: whole truncation units (hour/day) up to the
+    current one, then its 5-minute buckets up to the current bucket, which is always live."""
+
+    window: Window
+    since: datetime
+    now: datetime
+
+    @property
+    def unit(self) -> timedelta:
+        # A minute holds at most one 5-minute rollup: step by the rollup bucket there.
+        return max(timedelta(seconds=metrics.UNIT_SECONDS[self.window.trunc]), metrics.ROLLUP_BUCKET)
+
+    @property
+    def unit_floor(self) -> datetime:
+        return max(self.since, _floor(self.now, self.unit))
+
+    @property
+    def bucket_floor(self) -> datetime:
+        return _floor(self.now, metrics.ROLLUP_BUCKET)
+
+    def covered(self, rolled: dict[datetime, tuple[float, int, float]]) -> dict[datetime, float]:
+        """Slot start → counter total, for the slots the rollups cover completely."""
+        need = metrics.unit_samples(self.window.trunc)
+        return {
+            start: total
+            for start, (total, samples, _mean) in rolled.items()
+            if samples >= (need if start < self.unit_floor else 1)
+        }
+
+    def gaps(self, covered: dict[datetime, float]) -> list[tuple[datetime, datetime | None]]:
+        """The stretches to count live, merged; the last is open-ended (the current bucket on)."""
+        slots: list[datetime] = []
+        for first, last, step in (
+            (self.since, self.unit_floor, self.unit),
+            (self.unit_floor, self.bucket_floor, metrics.ROLLUP_BUCKET),
+        ):
+            moment = first
+            while moment < last:
+                slots.append(moment)
+                moment += step
+        ranges: list[tuple[datetime, datetime | None]] = []
+        start: datetime | None = None
+        for slot in slots:
+            if slot in covered:
+                if start is not None:
+                    ranges.append((start, slot))
+                    start = None
+            elif start is None:
+                start = slot
+        ranges.append((start if start is not None else self.bucket_floor, None))
+        # Past this many separate gaps, one live count over the window is cheaper.
+        return ranges if len(ranges) <= MAX_GAP_RANGES else [(self.since, None)]
+
+
+def _signal_bins(
+    signal: Signal,
+    tenant: Any,
+    window: Window,
+    starts: list[datetime],
+    slots: _Slots,
+    rolled: dict[datetime, tuple[float, int, float]],
+) -> list[list[float]]:
+    covered = slots.covered(rolled)
+    ranges = slots.gaps(covered)
+    if ranges[0][0] == slots.since and ranges[0][1] is None:
+        covered = {}
+    live = (
         signal.rows(tenant)
-        .filter(**{f"{signal.time_field}__gte": starts[0]})
+        .filter(_in_ranges(signal.time_field, ranges))
         .annotate(b=Trunc(signal.time_field, window.trunc, tzinfo=UTC))
         .values("b")
         .annotate(n=Count("pk"))
         .order_by()
         .values_list("b", "n")
     )
-    return starts, [b[0] for b in _bins(window, starts, rows)]
+    return _bins(window, starts, [*live, *covered.items()], width=1)
 
 
-def acceptance_rates(tenant: Any, window: Window, now: datetime) -> tuple[list[datetime], list[float | None]]:
-    """Share of finished compactions whose summary was accepted, per bucket (metrics.acceptance_rate)."""
-    starts = window.starts(now)
-    rows = (
-        CompactionJob.objects.filter(
-            tenant=tenant, finished_at__gte=starts[0], status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED]
-        )
+def _acceptance(
+    tenant: Any,
+    window: Window,
+    starts: list[datetime],
+    slots: _Slots,
+    compactions: dict[datetime, tuple[float, int, float]],
+    rates: dict[datetime, tuple[float, int, float]],
+) -> tuple[list[float | None], float | None]:
+    """Share of finished compactions whose summary was accepted, per bucket and over the window.
+
+    Where the rollups cover a unit, its mean rate counts with the unit's compactions as weight
+    (a rollup keeps the rate, not its denominator); gaps are counted exactly from the jobs.
+    """
+    covered = slots.covered(compactions)  # a counter: written for every bucket the rollup covers
+    ranges = slots.gaps(covered)
+    if ranges[0][0] == slots.since and ranges[0][1] is None:
+        covered = {}
+    live = (
+        CompactionJob.objects.filter(tenant=tenant, status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED])
+        .filter(_in_ranges("finished_at", ranges))
         .annotate(b=Trunc("finished_at", window.trunc, tzinfo=UTC))
         .values("b")
         .annotate(total=Count("pk"), ok=Count("pk", filter=Q(summary__status__in=VALIDATED_STATES)))
         .order_by()
         .values_list("b", "total", "ok")
     )
-    return starts, [(ok / total) if total else None for total, ok in _bins(window, starts, rows)]
+    weighted = []
+    for start, weight in covered.items():
+        if start in rates:
+            weight = max(weight, 1.0)
+            weighted.append((start, weight, rates[start][2] * weight))
+    bins = _bins(window, starts, [*live, *weighted])
+    per_bucket = [(ok / total) if total else None for total, ok in bins]
+    total, ok = sum(b[0] for b in bins), sum(b[1] for b in bins)
+    return per_bucket, (ok / total) if total else None
 
 
 def gauge_series(
@@ -309,8 +450,11 @@ def _hours(delta: timedelta) -> float:
     return round(delta.total_seconds() / 3600, 2)
 
 
-def overview_charts(tenant: Any, window: Window, now: datetime, budget: int) -> list[dict[str, Any]]:
+def overview_charts(
+    tenant: Any, window: Window, now: datetime, budget: int, series: OverviewSeries | None = None
+) -> list[dict[str, Any]]:
     """Every overview chart as {key, title, figure, points, json}; every point drills down."""
+    series = series or overview_series(tenant, window, now)
     span = (now - window.span, now)
     per = _bucket_label(window)
     charts: list[tuple[str, str, figures.Figure]] = []
@@ -440,8 +584,8 @@ def overview_charts(tenant: Any, window: Window, now: datetime, budget: int) -> 
 
     # Counts per bucket (a bucket opens the workflows it counted).
     for key in ("stale", "failure", "compaction"):
-        charts.append(_signal_chart(SIGNALS[key], tenant, window, now, span, per))
-    rx, rates = acceptance_rates(tenant, window, now)
+        charts.append(_signal_chart(SIGNALS[key], series, window, span, per))
+    rx, rates = series.starts, series.acceptance
     charts.append(
         (
             "acceptance",
@@ -466,7 +610,7 @@ def overview_charts(tenant: Any, window: Window, now: datetime, budget: int) -> 
         )
     )
     for key in ("overflow", "unvalidated"):
-        charts.append(_signal_chart(SIGNALS[key], tenant, window, now, span, per))
+        charts.append(_signal_chart(SIGNALS[key], series, window, span, per))
     return [
         {
             "key": key,
@@ -480,9 +624,9 @@ def overview_charts(tenant: Any, window: Window, now: datetime, budget: int) -> 
 
 
 def _signal_chart(
-    signal: Signal, tenant: Any, window: Window, now: datetime, span: tuple[datetime, datetime], per: str
+    signal: Signal, series: OverviewSeries, window: Window, span: tuple[datetime, datetime], per: str
 ) -> tuple[str, str, figures.Figure]:
-    starts, counts = signal_counts(signal, tenant, window, now)
+    starts, counts = series.starts, series.counts[signal.key]
     return (
         signal.key,
         signal.title,
@@ -527,8 +671,9 @@ def _overview_context(request: HttpRequest) -> dict[str, Any]:
 def overview(request: HttpRequest) -> HttpResponse:
     ctx = _overview_context(request)
     budget = tenant_safe_budget(ctx["tenant"])
-    ctx.update(overview_numbers(ctx["tenant"], ctx["window"], ctx["now"], budget))
-    ctx["charts"] = overview_charts(ctx["tenant"], ctx["window"], ctx["now"], budget)
+    series = overview_series(ctx["tenant"], ctx["window"], ctx["now"])
+    ctx.update(overview_numbers(ctx["tenant"], ctx["window"], ctx["now"], budget, series))
+    ctx["charts"] = overview_charts(ctx["tenant"], ctx["window"], ctx["now"], budget, series)
     ctx["needs_plotly"] = True
     return render(request, "memoryhub/overview.html", ctx)
 
