@@ -315,11 +315,6 @@ def overview_series(tenant: Any, window: Window, now: datetime) -> OverviewSerie
     return OverviewSeries(starts, counts, acceptance, total)
 
 
-def _floor(moment: datetime, step: timedelta) -> datetime:
-    size = int(step.total_seconds())
-    return datetime.fromtimestamp(int(moment.timestamp()) // size * size, tz=UTC)
-
-
 @dataclass(frozen=True)
 class _Slots:
     """The window cut into what the rollups can cover: whole truncation units (hour/day) up to the
@@ -336,11 +331,11 @@ class _Slots:
 
     @property
     def unit_floor(self) -> datetime:
-        return max(self.since, _floor(self.now, self.unit))
+        return max(self.since, metrics.bucket_floor(self.now, self.unit))
 
     @property
     def bucket_floor(self) -> datetime:
-        return _floor(self.now, metrics.ROLLUP_BUCKET)
+        return metrics.bucket_floor(self.now, metrics.ROLLUP_BUCKET)
 
     def covered(self, rolled: dict[datetime, tuple[float, int, float]]) -> dict[datetime, float]:
         """Slot start → counter total, for the slots the rollups cover completely."""
