@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from django.db import connections
 
 from tests.conftest import PASSWORD
 from tests.helpers import append, event, make_workflow
@@ -28,6 +29,9 @@ def page(live_server, monkeypatch):
             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
         )
         yield browser.new_page()
+        # ORM calls made while Playwright's loop runs get their own connection (asgiref's
+        # context-local); close it here, or PostgreSQL refuses to drop the test database.
+        connections.close_all()
         browser.close()
 
 
