@@ -264,7 +264,7 @@ def _workflows(tenant: Tenant, prefix: str) -> QuerySet:
 
 
 def _active_summary_age_seconds(tenant, since, until, prefix) -> float | None:
-    # activated_at is set with the pointer (lifecycle._set_pointer), so no join to the summary.
+    # activated_at is set with the pointer (lifecycle._move_pointer), so no join to the summary.
     oldest = (
         _workflows(tenant, prefix).filter(active_summary__isnull=False).aggregate(v=Min("activated_at"))["v"]
     )

@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from typing import Any, cast
 
 from django import forms
@@ -253,7 +254,7 @@ def overview_numbers(
     }
 
 
-# Past the rollups, more separate gaps than this and one live count over the window is cheaper.
+# Past this many separate gaps in the rollups, one live count over the window is cheaper.
 MAX_GAP_RANGES = 24
 
 
@@ -346,20 +347,29 @@ class _Slots:
             if samples >= (need if start < self.unit_floor else 1)
         }
 
-    def gaps(self, covered: dict[datetime, float]) -> list[tuple[datetime, datetime | None]]:
-        """The stretches to count live, merged; the last is open-ended (the current bucket on)."""
-        slots: list[datetime] = []
+    @cached_property
+    def slots(self) -> list[datetime]:
+        """Every slot start: whole units up to the current one, then its 5-minute buckets."""
+        starts: list[datetime] = []
         for first, last, step in (
             (self.since, self.unit_floor, self.unit),
             (self.unit_floor, self.bucket_floor, metrics.ROLLUP_BUCKET),
         ):
             moment = first
             while moment < last:
-                slots.append(moment)
+                starts.append(moment)
                 moment += step
+        return starts
+
+    def split(
+        self, rolled: dict[datetime, tuple[float, int, float]]
+    ) -> tuple[dict[datetime, float], list[tuple[datetime, datetime | None]]]:
+        """(covered slot start → counter total, the stretches to count live). The stretches are
+        merged; the last is open-ended (the current bucket on)."""
+        covered = self.covered(rolled)
         ranges: list[tuple[datetime, datetime | None]] = []
         start: datetime | None = None
-        for slot in slots:
+        for slot in self.slots:
             if slot in covered:
                 if start is not None:
                     ranges.append((start, slot))
@@ -367,8 +377,9 @@ class _Slots:
             elif start is None:
                 start = slot
         ranges.append((start if start is not None else self.bucket_floor, None))
-        # Past this many separate gaps, one live count over the window is cheaper.
-        return ranges if len(ranges) <= MAX_GAP_RANGES else [(self.since, None)]
+        if len(ranges) > MAX_GAP_RANGES:  # one live count over the window is cheaper
+            return {}, [(self.since, None)]
+        return covered, ranges
 
 
 def _signal_bins(
@@ -379,10 +390,7 @@ def _signal_bins(
     slots: _Slots,
     rolled: dict[datetime, tuple[float, int, float]],
 ) -> list[list[float]]:
-    covered = slots.covered(rolled)
-    ranges = slots.gaps(covered)
-    if ranges[0][0] == slots.since and ranges[0][1] is None:
-        covered = {}
+    covered, ranges = slots.split(rolled)
     live = (
         signal.rows(tenant)
         .filter(_in_ranges(signal.time_field, ranges))
@@ -408,10 +416,7 @@ def _acceptance(
     Where the rollups cover a unit, its mean rate counts with the unit's compactions as weight
     (a rollup keeps the rate, not its denominator); gaps are counted exactly from the jobs.
     """
-    covered = slots.covered(compactions)  # a counter: written for every bucket the rollup covers
-    ranges = slots.gaps(covered)
-    if ranges[0][0] == slots.since and ranges[0][1] is None:
-        covered = {}
+    covered, ranges = slots.split(compactions)  # a counter: written for every bucket rolled up
     live = (
         CompactionJob.objects.filter(tenant=tenant, status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED])
         .filter(_in_ranges("finished_at", ranges))

@@ -68,15 +68,10 @@ def test_a_fully_rolled_up_window_reads_no_rows_but_the_current_bucket(busy_tena
     metrics.rollup(tenant, now=now, backfill=timedelta(hours=2), gauges=False)
     window = dashboard.WINDOWS["1h"]
     slots = dashboard._Slots(window, window.starts(now)[0], now)
-    covered = slots.covered(
-        metrics.rolled_up(tenant, ["compactions"], slots.since, slots.unit_floor, window.trunc)["compactions"]
-    )
-    covered |= slots.covered(
-        metrics.rolled_up(tenant, ["compactions"], slots.unit_floor, slots.bucket_floor, "minute")[
-            "compactions"
-        ]
-    )
-    assert slots.gaps(covered) == [(slots.bucket_floor, None)]  # only the current 5 minutes are live
+    rolled = metrics.rolled_up(tenant, ["compactions"], slots.since, slots.unit_floor, window.trunc)
+    recent = metrics.rolled_up(tenant, ["compactions"], slots.unit_floor, slots.bucket_floor, "minute")
+    _covered, ranges = slots.split(rolled["compactions"] | recent["compactions"])
+    assert ranges == [(slots.bucket_floor, None)]  # only the current 5 minutes are live
     assert dashboard.overview_series(tenant, window, now).counts == live_only(tenant, window, now).counts
 
 
