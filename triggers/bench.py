@@ -124,12 +124,11 @@ def _measure(tenant, workflow, payload, *, decisions: int, baseline_repeats: int
 
     def decision() -> str:
         wf = services.workflow_for_decision(tenant, workflow.external_id)
-        spec, _source = services.decision_policy(wf)
-        return evaluate(spec, services.stateful_inputs(wf, dict(step))).action
+        return services.evaluate_for(wf, step)[0].action
 
     def logged() -> str:
         wf = services.workflow_for_decision(tenant, workflow.external_id)
-        return services.decide(wf, dict(step), actor).action
+        return services.decide(wf, step, actor).action
 
     middleware_check = _langchain_middleware_check(messages)
     row: dict[str, Any] = {

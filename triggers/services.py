@@ -28,6 +28,7 @@ from memoryhub.workflows import get_workflow
 from triggers.engine import (
     ACTION_COMPACT,
     ACTION_RETRIEVE_OR_BLOCK,
+    Decision,
     DecisionInputs,
     PolicySpec,
     compare,
@@ -425,6 +426,13 @@ def stateful_inputs(
     )
 
 
+def evaluate_for(workflow: Workflow, inputs: dict[str, Any]) -> tuple[Decision, DecisionInputs, str]:
+    """The decision for ``workflow`` now, unlogged: (decision, the inputs it used, policy source)."""
+    spec, source = decision_policy(workflow)
+    decision_inputs = stateful_inputs(workflow, dict(inputs))
+    return evaluate(spec, decision_inputs), decision_inputs, source
+
+
 def decide(
     workflow: Workflow, inputs: dict[str, Any], actor: Actor, *, enqueue: bool = False
 ) -> TriggerDecision:
@@ -433,9 +441,7 @@ def decide(
     With ``enqueue`` and action ``compact``, the compaction job for the current head is requested
     (idempotent: asking again at the same head returns the same job) and linked to the decision.
     """
-    spec, source = decision_policy(workflow)
-    decision_inputs = stateful_inputs(workflow, dict(inputs))
-    decision = evaluate(spec, decision_inputs)
+    decision, decision_inputs, source = evaluate_for(workflow, inputs)
     report = decision.to_dict()
     details = {
         key: report[key]
