@@ -6,7 +6,7 @@ from django.db import IntegrityError, transaction
 
 from memoryhub.actors import Actor
 from memoryhub.errors import InvalidInput, NotFound
-from memoryhub.models import Tenant, Workflow
+from memoryhub.models import Tenant, Workflow, WorkflowSource
 from memoryhub.tokens import encoding_for_model, known_encoding
 
 
@@ -29,6 +29,7 @@ def create_workflow(
     graph_release: str = "",
     model: str = "",
     encoding: str = "",
+    source: str = WorkflowSource.API,
     actor: Actor,
 ) -> tuple[Workflow, bool]:
     """Create a workflow; idempotent on external_id (returns (workflow, created))."""
@@ -51,6 +52,7 @@ def create_workflow(
                 graph_release=graph_release,
                 model=model,
                 encoding=encoding or (encoding_for_model(model) if model else ""),
+                source=source,
             )
             record(
                 tenant,

@@ -24,7 +24,7 @@ from .summaries import (
 )
 from .tenancy import ApiKey, Membership, Role, Tenant, role_at_least
 from .traces import Artifact, ConsumerTrace, TraceFlag
-from .workflows import Event, EventKind, SideEffect, Workflow
+from .workflows import Event, EventKind, SideEffect, Workflow, WorkflowSource
 
 __all__ = [
     "SUMMARY_SCHEMA",
@@ -57,5 +57,6 @@ __all__ = [
     "TraceFlag",
     "ValidationRecord",
     "Workflow",
+    "WorkflowSource",
     "role_at_least",
 ]

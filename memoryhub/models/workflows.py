@@ -8,6 +8,18 @@ from django.db.models import Q
 from .tenancy import Tenant
 
 
+class WorkflowSource(models.TextChoices):
+    """Where a workflow's events and compactions come from (shown and filtered in the dashboard)."""
+
+    API = "api", "REST API"
+    LANGGRAPH = "langgraph", "LangGraph"
+    LANGCHAIN = "langchain", "LangChain"
+    OTEL = "otel", "OpenTelemetry"
+    OPENAI_AGENTS = "openai-agents", "OpenAI Agents SDK"
+    CLAUDE_CODE = "claude-code", "Claude Code"
+    ANTHROPIC = "anthropic", "Anthropic API"
+
+
 class Workflow(models.Model):
     """One agent-framework thread. Keeps running totals so hot reads never aggregate history.
 
@@ -19,6 +31,12 @@ class Workflow(models.Model):
     external_id = models.CharField(max_length=200, help_text="The agent framework's thread id.")
     name = models.CharField(max_length=200, blank=True)
     graph_release = models.CharField(max_length=100, blank=True)
+    source = models.CharField(
+        max_length=20,
+        choices=WorkflowSource.choices,
+        default=WorkflowSource.API,
+        help_text="The integration that feeds this workflow.",
+    )
     model = models.CharField(
         max_length=100, blank=True, help_text="Model whose tokenizer counts this workflow."
     )
