@@ -1,4 +1,4 @@
-"""Health metrics of a tenant's compacted memory (DESIGN "Metrics"), computed in the database.
+"""Health metrics of a tenant's compacted memory (docs/ARCHITECTURE.md "Metrics and alerts"), computed in the database.
 
 Every metric is one aggregate query over an indexed, tenant-scoped table: counts of lifecycle
 events, validation records, traces, jobs, decisions and investigations in a time window, or

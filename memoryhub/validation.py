@@ -231,7 +231,7 @@ def _schema(content: Any, parse_error: str | None) -> list[str]:
     if not isinstance(content, dict):
         return [f"content must be a JSON object, got {type(content).__name__}"]
     problems = []
-    # Absent means v1: the DESIGN's submit shape predates the explicit field.
+    # Absent means v1: the original submit shape predates the explicit field.
     schema = content.get("schema", SUMMARY_SCHEMA)
     if schema not in SUPPORTED_SCHEMAS:
         problems.append(

@@ -23,7 +23,7 @@ from triggers.engine import ACTIONS, PolicySpec, export_langchain, export_langme
 
 
 class PolicySerializer(serializers.Serializer):
-    """DESIGN's policy shape (documentation only; parsing is PolicySpec.parse)."""
+    """The policy shape of the API contract (documentation only; parsing is PolicySpec.parse)."""
 
     model = serializers.CharField()
     encoding = serializers.CharField()

@@ -299,7 +299,7 @@ class PolicySpec:
     # -- (de)serialisation -----------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        """The DESIGN policy shape (PUT …/policy/ body) plus derived budgets."""
+        """The policy shape (PUT …/policy/ body) plus derived budgets."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["strategies"] = {name: self.strategy(name) for name in STRATEGY_NAMES}
         data["safe_budget"] = self.safe_budget
@@ -509,7 +509,7 @@ class Decision:
     require_approval: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        """DESIGN's decision shape (action, strategy, reasons, the numbers) plus extras."""
+        """The decision shape of the API contract (action, strategy, reasons, the numbers) plus extras."""
         return {
             "action": self.action,
             "strategy": self.strategy,

@@ -1,4 +1,4 @@
-"""The policy form: DESIGN's policy fields plus one switch and its thresholds per strategy.
+"""The policy form: the policy fields of the API contract plus one switch and its thresholds per strategy.
 
 The form only converts HTML inputs to the policy dict; every rule (reserves < window, target <
 trigger, …) is checked by ``triggers.services.parse_policy`` so the page and the API refuse the

@@ -134,7 +134,7 @@ def require_approval_for(workflow: Workflow) -> bool:
 
 
 def policy_payload(spec: PolicySpec, source: str, row: ContextPolicy | None = None) -> dict[str, Any]:
-    """API/page shape: DESIGN's policy fields, derived budgets, where it comes from."""
+    """API/page shape: the contract's policy fields, derived budgets, where it comes from."""
     data = spec.to_dict()
     data["source"] = source
     data["updated_at"] = row.updated_at.isoformat() if row else None
@@ -486,7 +486,7 @@ def decide(
 
 
 def decision_payload(row: TriggerDecision) -> dict[str, Any]:
-    """DESIGN's decision shape for a logged decision (plus the log's extras)."""
+    """The contract's decision shape for a logged decision (plus the log's extras)."""
     details = row.details or {}
     return {
         "action": row.action,

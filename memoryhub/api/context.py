@@ -1,4 +1,4 @@
-"""Context assembly, consumer traces and artifacts (DESIGN "Context and consumer traces")."""
+"""Context assembly, consumer traces and artifacts (docs/ARCHITECTURE.md "Context and consumer traces")."""
 
 from __future__ import annotations
 

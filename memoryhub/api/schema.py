@@ -1,6 +1,6 @@
 """OpenAPI generation: every operation documents the errors any endpoint can answer.
 
-DESIGN: errors are JSON {"error", "detail"} with 400/401/403/404/409/413/429. Views document
+The API contract: errors are JSON {"error", "detail"} with 400/401/403/404/409/413/429. Views document
 their own success shapes and specific errors; this adds the generic ones each view would
 otherwise have to repeat (a bad query parameter or body, no/revoked key, a role too low, a
 path object or page that is not there, a throttle).

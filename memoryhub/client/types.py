@@ -1,4 +1,4 @@
-"""Typed results for the hot API shapes (DESIGN "REST API v1").
+"""Typed results for the hot API shapes (docs/ARCHITECTURE.md "REST API v1").
 
 Each dataclass is built with ``from_dict`` from the server's JSON: known fields become
 attributes, unknown ones are kept untouched in ``raw`` so newer servers never break older clients.

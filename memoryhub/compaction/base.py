@@ -33,7 +33,7 @@ class Compactor(ABC):
     """Turns a previous summary plus the events after its watermark into a new candidate.
 
     The class attributes are the configuration recorded on every summary the compactor writes
-    (DESIGN metadata group 3); instances may override ``model`` and ``token_budget``.
+    (metadata group 3 of a summary); instances may override ``model`` and ``token_budget``.
     """
 
     name: ClassVar[str]

@@ -1,4 +1,4 @@
-"""The lifecycle state machine exactly as DESIGN: every transition, every refusal recorded, roles,
+"""The lifecycle state machine exactly as docs/ARCHITECTURE.md describes it: every transition, every refusal recorded, roles,
 reasons, approval policy, quarantine fallback, waivers, release, rollback and running totals."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Metrics: each DESIGN metric computed from the rows it reads, windows, workflow prefixes,
+"""Metrics: each registered metric computed from the rows it reads, windows, workflow prefixes,
 snapshot query counts, rollups + live series, and the Prometheus endpoint."""
 
 from __future__ import annotations
