@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import environ
+from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("MEMORYHUB_VAR_DIR", BASE_DIR / "var"))
@@ -194,6 +195,16 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
+# Queues routed apart, so a backlog of slow (LLM) compactions never delays an alert: compaction
+# runs on "compaction", alert evaluation and delivery on "alerts", sweeps and rollups on
+# "default". A worker started without -Q consumes all three (what `make demo` runs); production
+# runs dedicated workers per queue (README "Scaling out").
+CELERY_TASK_QUEUES = [Queue("default"), Queue("compaction"), Queue("alerts")]
+CELERY_TASK_ROUTES = {
+    "memoryhub.compaction.run": {"queue": "compaction"},
+    "memoryhub.alerting.rollup_metrics": {"queue": "default"},
+    "memoryhub.alerting.*": {"queue": "alerts"},
+}
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
