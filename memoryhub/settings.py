@@ -50,6 +50,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memoryhub.middleware.ApiBodyLimitMiddleware",
+    "memoryhub.db_router.ReplicaReadsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -96,6 +97,13 @@ else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
     # A reused connection that died (failover, restart) is replaced instead of failing a request.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# A streaming read replica (PostgreSQL): lag-tolerant reads go there (memoryhub/db_router.py).
+if env("DATABASE_REPLICA_URL", default=""):
+    DATABASES["replica"] = env.db("DATABASE_REPLICA_URL")
+    DATABASES["replica"]["CONN_MAX_AGE"] = DATABASES["default"].get("CONN_MAX_AGE", 0)
+    DATABASES["replica"]["CONN_HEALTH_CHECKS"] = True
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+    DATABASE_ROUTERS = ["memoryhub.db_router.ReplicaRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 IS_POSTGRES = DATABASES["default"]["ENGINE"].endswith("postgresql")
 
