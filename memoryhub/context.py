@@ -182,6 +182,8 @@ def assemble_context(workflow: Workflow, *, min_seq: int | None = None) -> dict[
             code="stale_context",
             head_seq=head,
             min_seq=min_seq,
+            # A read replica behind the primary catches up within moments: ask the client to retry.
+            retry_after=1,
         )
     summary = served_summary(workflow)
     watermark = summary.covers_to_seq if summary else 0

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import environ
+from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("MEMORYHUB_VAR_DIR", BASE_DIR / "var"))
@@ -49,6 +50,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memoryhub.middleware.ApiBodyLimitMiddleware",
+    "memoryhub.db_router.ReplicaReadsMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -95,6 +97,16 @@ else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
     # A reused connection that died (failover, restart) is replaced instead of failing a request.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# A streaming read replica (PostgreSQL): lag-tolerant reads go there (memoryhub/db_router.py).
+if env("DATABASE_REPLICA_URL", default=""):
+    DATABASES["replica"] = env.db("DATABASE_REPLICA_URL")
+    DATABASES["replica"]["CONN_MAX_AGE"] = DATABASES["default"].get("CONN_MAX_AGE", 0)
+    DATABASES["replica"]["CONN_HEALTH_CHECKS"] = True
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+    DATABASE_ROUTERS = ["memoryhub.db_router.ReplicaRouter"]
+# PostgreSQL: the event table is PARTITION BY HASH (workflow_id) with this many partitions, set
+# when migration 0013 runs (0 = one plain table). See memoryhub/partitioning.py.
+MEMORYHUB_EVENT_PARTITIONS = env.int("MEMORYHUB_EVENT_PARTITIONS", default=16)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 IS_POSTGRES = DATABASES["default"]["ENGINE"].endswith("postgresql")
 
@@ -194,6 +206,16 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
+# Queues routed apart, so a backlog of slow (LLM) compactions never delays an alert: compaction
+# runs on "compaction", alert evaluation and delivery on "alerts", sweeps and rollups on
+# "default". A worker started without -Q consumes all three (what `make demo` runs); production
+# runs dedicated workers per queue (README "Scaling out").
+CELERY_TASK_QUEUES = [Queue("default"), Queue("compaction"), Queue("alerts")]
+CELERY_TASK_ROUTES = {
+    "memoryhub.compaction.run": {"queue": "compaction"},
+    "memoryhub.alerting.rollup_metrics": {"queue": "default"},
+    "memoryhub.alerting.*": {"queue": "alerts"},
+}
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

@@ -52,7 +52,10 @@ def _first_message(detail: Any, path: str = "") -> str:
 def json_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     response: Response | None
     if isinstance(exc, DomainError):
-        return Response(exc.as_dict(), status=exc.status)
+        response = Response(exc.as_dict(), status=exc.status)
+        if "retry_after" in exc.extra:
+            response["Retry-After"] = str(exc.extra["retry_after"])
+        return response
     if isinstance(exc, DatabaseOperationalError | DatabaseInterfaceError):
         # The database went away mid-request (failover, killed connection): the transaction rolled
         # back, nothing was written, and the same request can be retried.

@@ -16,7 +16,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from memoryhub.actors import Actor
-from memoryhub.bench import dataset
+from memoryhub.bench import dataset, partitions
 from memoryhub.bench.server import running_server
 from memoryhub.models import Role, Workflow
 from memoryhub.tenancy import add_member, create_tenant, issue_api_key
@@ -193,6 +193,10 @@ def run(
     log("hot paths over HTTP (p50):")
     with running_server(workers=1) as base:
         hot = hot_paths(base, key, small, big, rounds, log)
+    log("partitioned vs plain event table, same data (p50, interleaved):")
+    layouts = partitions.compare(
+        key, small, big, {"1k": "BENCH-1K", "1M": "BENCH-1M"}, rounds=max(10, rounds // 2), log=log
+    )
     log("pages (in-process render):")
     page_results = pages(tenant, empty, big, empty_wf, max(10, rounds // 4), log, small_wf=small)
     log("CAS activations, 8 clients:")
@@ -208,6 +212,7 @@ def run(
     return {
         "dataset": counts,
         "hot_paths": hot,
+        "partitioned_vs_plain": layouts,
         "pages": page_results,
         "activations": acts,
         "targets": targets,

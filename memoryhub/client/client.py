@@ -108,8 +108,10 @@ class MemoryHubClient:
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        stale_context_retries: int = 5,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.stale_context_retries = max(0, int(stale_context_retries))
         self.max_retries = max(0, int(max_retries))
         self.backoff = backoff
         self.max_backoff = max_backoff
@@ -328,12 +330,29 @@ class MemoryHubClient:
 
     # -- context, triggers, policy ---------------------------------------------------------------
 
-    def get_context(self, workflow_id: str, min_seq: int | None = None) -> Context:
-        """Active summary + every event after its watermark. ``min_seq`` > head → Conflict (409)."""
+    def get_context(
+        self, workflow_id: str, min_seq: int | None = None, *, stale_retries: int | None = None
+    ) -> Context:
+        """Active summary + every event after its watermark.
+
+        ``min_seq`` is the read-after-write guard: a server (or read replica) whose head is below it
+        answers 409 ``stale_context`` with ``Retry-After`` rather than a stale tail. That answer is
+        retried ``stale_retries`` times (default: the client's ``stale_context_retries``), waiting
+        what the server asks, then raised as :class:`Conflict`.
+        """
         params = {"min_seq": min_seq} if min_seq is not None else None
-        return Context.from_dict(
-            self._json("GET", f"/api/v1/workflows/{_wf(workflow_id)}/context/", params=params)
-        )
+        path = f"/api/v1/workflows/{_wf(workflow_id)}/context/"
+        retries_left = self.stale_context_retries if stale_retries is None else stale_retries
+        while True:
+            try:
+                return Context.from_dict(self._json("GET", path, params=params))
+            except Conflict as exc:
+                if exc.code != "stale_context" or retries_left <= 0:
+                    raise
+                retries_left -= 1
+                hint = exc.payload.get("retry_after")
+                wait = float(hint) if isinstance(hint, int | float) else self.backoff
+                self._sleep(min(self.max_retry_after, wait))
 
     def trigger(
         self,

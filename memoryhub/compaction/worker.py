@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -80,8 +80,9 @@ def running_worker(
     log_dir: Path | None = None,
     name: str = "worker",
     ready_timeout: float = 60,
+    queues: Sequence[str] = (),
 ) -> Iterator[WorkerProcess]:
-    """Yield a ready worker consuming this project's queues; stop it on exit."""
+    """Yield a ready worker consuming ``queues`` (default: all of this project's); stop it on exit."""
     log_dir = Path(log_dir or tempfile.mkdtemp(prefix="mh-worker-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}-{time.monotonic_ns()}.log"
@@ -109,6 +110,8 @@ def running_worker(
         "--without-mingle",
         "--without-heartbeat",
     ]
+    if queues:
+        command += ["--queues", ",".join(queues)]
     if beat:
         command += ["--beat", "--schedule", str(log_dir / f"{name}-beat-schedule")]
     with open(log_path, "wb") as out:

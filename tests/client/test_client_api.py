@@ -74,6 +74,30 @@ def test_read_after_write_guard_is_a_conflict(server, hub):
     assert server.requests[0].query == {"min_seq": "5"}
 
 
+def test_a_stale_context_is_retried_as_the_server_asks_then_raised(server, sleeps):
+    """A read replica behind ``min_seq`` answers 409 stale_context + retry_after: wait, ask again."""
+    from memoryhub.client import MemoryHubClient
+
+    stale = Reply(
+        409,
+        {"error": "stale_context", "detail": "head 4 < min_seq 5", "head_seq": 4, "retry_after": 1},
+        headers={"Retry-After": "1"},
+    )
+    fresh = Reply(
+        200,
+        {"summary": None, "tail": [], "head_seq": 5, "tokens": {"summary": 0, "tail": 0, "total": 0}},
+    )
+    server.on("GET", "/api/v1/workflows/wf-1/context/", stale, stale, fresh)
+    hub = MemoryHubClient(server.url, "k", sleep=sleeps, stale_context_retries=3)
+    assert hub.get_context("wf-1", min_seq=5).head_seq == 5
+    assert sleeps.calls == [1.0, 1.0] and len(server.requests) == 3
+
+    server.on("GET", "/api/v1/workflows/wf-1/context/", stale)  # never catches up: raised after 3 retries
+    with pytest.raises(Conflict) as caught:
+        hub.get_context("wf-1", min_seq=5)
+    assert caught.value.code == "stale_context" and len(server.requests) == 3 + 4
+
+
 def test_context_is_typed(server, hub):
     server.on(
         "GET",

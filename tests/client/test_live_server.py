@@ -58,7 +58,7 @@ def test_workflow_events_context_trace_and_artifact_round_trip(hub, live_server,
     assert context.summary is None and [e.seq for e in context.tail] == [1, 2, 3, 4, 5]
     assert context.tokens.total == first.total_tokens and context.tail_to_seq == 5
     with pytest.raises(Conflict) as stale:
-        hub.get_context("live-1", min_seq=6)
+        hub.get_context("live-1", min_seq=6, stale_retries=0)
     assert stale.value.code == "stale_context" and stale.value.head_seq == 5
 
     decision = hub.trigger("live-1", expected_next_step_tokens=100, checkpoint_safe=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from memoryhub.bench import ingest, scale
+from memoryhub.bench import ingest, partitions, scale
 
 
 def _triggers(opts, log):
@@ -36,6 +36,7 @@ BENCHMARKS = {
         events=opts["events"], batch=opts["batch"], clients=opts["clients"], log=log
     ),
     "scale": lambda opts, log: scale.run(workflows=opts["workflows"], big_events=opts["big_events"], log=log),
+    "partitions": lambda opts, log: partitions.run(big_events=opts["big_events"], log=log),
     "triggers": _triggers,
     "compaction": _compaction,
     "context": _context,
