@@ -10,16 +10,8 @@ PORT=${MEMORYHUB_PORT:-8000}
 mkdir -p var/log var/staticfiles
 
 # The demo runs like production: DEBUG off (a visitor sees the styled error pages, never Django's
-# debug page), so it needs a SECRET_KEY. Generate one development key once and keep it under var/
-# (which git ignores); an exported SECRET_KEY wins.
-if [ -z "${SECRET_KEY:-}" ]; then
-  if [ ! -s var/dev-secret-key ]; then
-    (umask 077 && $PY -c 'import secrets; print(secrets.token_urlsafe(50))' >var/dev-secret-key)
-  fi
-  SECRET_KEY=$(cat var/dev-secret-key)
-fi
-export SECRET_KEY
-export DEBUG=false
+# debug page), with a development SECRET_KEY generated once under var/ (an exported one wins).
+. scripts/dev-env.sh
 
 echo "==> migrating the database ($(
   $PY -c 'import os; print(os.environ.get("DATABASE_URL") or "SQLite var/memoryhub.sqlite3")'))"

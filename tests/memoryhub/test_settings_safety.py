@@ -97,3 +97,27 @@ def test_the_default_cache_is_shared_between_processes():
         REDIS_CACHE_URL="redis://127.0.0.1:6379/8",
     )
     assert out.stdout.strip() == "django.core.cache.backends.redis.RedisCache", out.stderr
+
+
+def test_demo_environment_runs_with_debug_off_and_a_generated_key_kept_under_var(tmp_path):
+    """scripts/dev-env.sh (sourced by scripts/demo.sh and `make bench`) from a fresh directory:
+    DEBUG off, a generated development key kept in var/ (mode 600) and reused on the next run."""
+    script = settings.BASE_DIR / "scripts" / "dev-env.sh"
+    code = "import django; django.setup(); from django.conf import settings; print(settings.DEBUG, settings.SECRET_KEY)"
+    command = f'. "{script}" && cd "{settings.BASE_DIR}" && "$PY" -c "{code}"'
+
+    def run() -> tuple[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in SECURITY_VARS}
+        env.update(PY=sys.executable, DJANGO_SETTINGS_MODULE="memoryhub.settings")
+        out = subprocess.run(
+            ["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 0, out.stderr
+        debug, key = out.stdout.split()
+        return debug, key
+
+    debug, key = run()
+    key_file = tmp_path / "var" / "dev-secret-key"
+    assert debug == "False" and len(key) >= 50 and key_file.read_text().strip() == key
+    assert key_file.stat().st_mode & 0o077 == 0
+    assert run() == ("False", key)
