@@ -20,7 +20,8 @@ from django.contrib.auth.password_validation import validate_password
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from memoryhub.actors import Actor
@@ -209,6 +210,18 @@ def add_member(
 
 def members_of(tenant: Tenant) -> QuerySet[Membership]:
     return Membership.objects.filter(tenant=tenant).select_related("user").order_by("user__username")
+
+
+def members_with_key_counts(tenant: Tenant) -> QuerySet[Membership]:
+    """Members with ``active_key_count``: the active keys each created in this tenant (one query)."""
+    active = (
+        ApiKey.objects.filter(tenant=tenant, created_by=OuterRef("user_id"), revoked_at__isnull=True)
+        .order_by()
+        .values("created_by")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return members_of(tenant).annotate(active_key_count=Coalesce(Subquery(active), 0))
 
 
 def get_membership(tenant: Tenant, username: str) -> Membership:

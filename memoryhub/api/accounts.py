@@ -166,20 +166,6 @@ class ApiKeyRotate(AdminView):
         return Response(issued_payload(issued), status=status.HTTP_201_CREATED)
 
 
-def members_with_key_counts(tenant):
-    from django.db.models import Count, OuterRef, Subquery
-    from django.db.models.functions import Coalesce
-
-    active = (
-        ApiKey.objects.filter(tenant=tenant, created_by=OuterRef("user_id"), revoked_at__isnull=True)
-        .order_by()
-        .values("created_by")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    return tenancy.members_of(tenant).annotate(active_key_count=Coalesce(Subquery(active), 0))
-
-
 @extend_schema_view(get=extend_schema(responses=list_responses(MemberSerializer)))
 class MemberListCreate(generics.ListAPIView, AdminView):
     serializer_class = MemberSerializer
@@ -189,7 +175,7 @@ class MemberListCreate(generics.ListAPIView, AdminView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Membership.objects.none()
-        return members_with_key_counts(self.request.tenant)
+        return tenancy.members_with_key_counts(self.request.tenant)
 
     @extend_schema(
         request=MemberInput, responses={201: MemberSerializer, 400: ErrorSerializer, 409: ErrorSerializer}
@@ -209,7 +195,7 @@ class MemberListCreate(generics.ListAPIView, AdminView):
 class MemberDetail(AdminView):
     @extend_schema(responses={200: MemberSerializer, 404: ErrorSerializer})
     def get(self, request, username: str):
-        membership = members_with_key_counts(request.tenant).filter(user__username=username).first()
+        membership = tenancy.members_with_key_counts(request.tenant).filter(user__username=username).first()
         if membership is None:
             tenancy.get_membership(request.tenant, username)  # raises the 404
         return Response(MemberSerializer(membership).data)

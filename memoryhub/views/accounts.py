@@ -18,7 +18,6 @@ from django.views.decorators.http import require_POST
 
 from memoryhub import tenancy
 from memoryhub.actors import Actor
-from memoryhub.api.accounts import members_with_key_counts
 from memoryhub.errors import Conflict, InvalidInput, NotFound
 from memoryhub.models import Role, Tenant, role_at_least
 from memoryhub.views.base import page_tenant
@@ -59,7 +58,7 @@ def settings_home(request: HttpRequest) -> HttpResponse:
 
 def _members_page(request, tenant, form: MemberForm, status: int = 200) -> HttpResponse:
     context = {
-        "members": members_with_key_counts(tenant),
+        "members": tenancy.members_with_key_counts(tenant),
         "roles": Role.choices,
         "form": form,
         "section": "members",

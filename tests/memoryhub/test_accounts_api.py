@@ -152,6 +152,18 @@ def test_members_added_reroled_and_removed_through_the_api(alice, bob, tenant):
     assert actions(tenant)[-3:] == ["member.add", "member.role", "member.remove"]
 
 
+def test_each_tenant_lists_exactly_its_own_members(alice, bob, mallory, tenant):
+    from memoryhub.tenancy import add_member
+
+    add_member(mallory.tenant, "bob", Role.VIEWER)  # bob belongs to both tenants now
+
+    def names(party):
+        return {(m["username"], m["role"]) for m in party.api.get("/api/v1/members/").json()["results"]}
+
+    assert names(alice) == {("alice", "admin"), ("bob", "reviewer")}
+    assert names(mallory) == {("mallory", "admin"), ("bob", "viewer")}
+
+
 def test_an_existing_user_joins_without_a_password_change(alice, mallory, tenant):
     before = mallory.user.password
     r = alice.api.post(
