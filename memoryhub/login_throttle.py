@@ -17,7 +17,8 @@ from memoryhub.ratelimit import parse_rate, take
 
 
 def login_rate() -> tuple[int, int]:
-    return parse_rate(settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["login"])
+    rates: dict[str, str] = settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]  # type: ignore[index,assignment]
+    return parse_rate(rates["login"])
 
 
 def client_address(request) -> str:

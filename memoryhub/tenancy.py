@@ -312,6 +312,7 @@ def invite_member(
             code="invalid_field",
             field="password",
         )
+    assert user is not None
     membership = Membership.objects.create(user=user, tenant=tenant, role=role)
     record(tenant, actor, "member.add", membership, {"username": username, "role": role, "new_user": created})
     return membership, created

@@ -40,12 +40,12 @@ class ApiKeySerializer(serializers.ModelSerializer):
 
     def get_created_by(self, obj: ApiKey) -> str:
         """The creating user's name, else the actor that created it (e.g. ``api_key:ci(ab12cd34)``)."""
-        if obj.created_by_id:
+        if obj.created_by is not None:
             return obj.created_by.get_username()
         return obj.created_by_actor or "unknown"
 
     def get_replaced_by(self, obj: ApiKey) -> str | None:
-        return obj.replaced_by.prefix if obj.replaced_by_id else None
+        return obj.replaced_by.prefix if obj.replaced_by is not None else None
 
 
 class IssuedKeySerializer(ApiKeySerializer):

@@ -15,6 +15,8 @@ from memoryhub.ratelimit import take
 
 
 class PrincipalScopedThrottle(ScopedRateThrottle):
+    _retry_after: int | None = None
+
     def get_cache_key(self, request, view):
         if isinstance(request.auth, ApiKey):
             ident = f"key:{request.auth.prefix}"
@@ -25,7 +27,7 @@ class PrincipalScopedThrottle(ScopedRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": ident}
 
     def allow_request(self, request, view):
-        self._retry_after: int | None = None
+        self._retry_after = None
         # ScopedRateThrottle.allow_request sets scope, rate, num_requests and duration from the view.
         self.scope = getattr(view, self.scope_attr, None)
         if not self.scope:
