@@ -22,7 +22,7 @@ test: $(STAMP)
 	@$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	@$(PY) manage.py bench $(BENCH_ARGS)
+	@. scripts/dev-env.sh && $(PY) manage.py bench $(BENCH_ARGS)
 
 lint: $(STAMP)
 	@$(VENV)/bin/ruff check .

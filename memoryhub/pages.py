@@ -14,6 +14,7 @@ PAGE_MODULES = [
     "triggers.views",  # policy form, simulator
     "audit.views",  # lineage, investigations, audit log
     "audit.views_retention",  # retention, purge
+    "memoryhub.views.accounts",  # settings: members, API keys
 ]
 
 urlpatterns: list = []

@@ -2,30 +2,40 @@
 
 Embedded default (no servers): SQLite under var/ and kombu's filesystem broker under var/broker.
 Production / CI: DATABASE_URL (PostgreSQL, psycopg 3) and CELERY_BROKER_URL (Redis or RabbitMQ).
+
+Fails closed: without DEBUG=true a SECRET_KEY must be set, or the process refuses to start. Tests
+use ``memoryhub.settings_test`` (set in pyproject's pytest config), which provides a test key.
+Importing this module creates no files or directories; whoever needs a var/ folder creates it.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("MEMORYHUB_VAR_DIR", BASE_DIR / "var"))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
-(VAR_DIR / "staticfiles").mkdir(exist_ok=True)
 
 env = environ.Env()
 env.read_env(BASE_DIR / ".env") if (BASE_DIR / ".env").exists() else None
 
-TESTING = "pytest" in sys.modules or env.bool("MEMORYHUB_TESTING", default=False)
-
 DEBUG = env.bool("DEBUG", default=False)
-SECRET_KEY = env("SECRET_KEY", default="dev-insecure-memoryhub-key-change-me-in-production-0123456789")
+SECRET_KEY = env("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. MemoryHub refuses to start without one unless DEBUG=true. "
+            "Set SECRET_KEY to a long random value (e.g. the output of "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`); "
+            "`make demo` generates a development key under var/ by itself."
+        )
+    # DEBUG=true on a developer's machine only: a fixed, publicly known key.
+    SECRET_KEY = "dev-insecure-memoryhub-key-only-with-debug-0123456789abcdef"
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
@@ -117,8 +127,6 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "memoryhub:overview"
 LOGOUT_REDIRECT_URL = "login"
-if TESTING:
-    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -186,8 +194,7 @@ MEMORYHUB_PREPARE_DECISION_READ = env.bool("MEMORYHUB_PREPARE_DECISION_READ", de
 BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    for sub in ("queue", "processed"):
-        (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
+    # The folders are created when the Celery app is configured (memoryhub/celery.py).
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
@@ -259,12 +266,40 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-if env("REDIS_CACHE_URL", default=""):
-    CACHES["default"] = {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
-        "LOCATION": env("REDIS_CACHE_URL"),
+# --- Cache: shared by every web process (throttles, login lockouts, the audit page) ----------
+# Redis when REDIS_CACHE_URL is set, otherwise a table in the database (created by migration
+# memoryhub 0013). Never per-process memory: with several gunicorn workers each would keep its own
+# counters and a throttle's budget would multiply by the number of processes.
+CACHE_TABLE = "memoryhub_cache"
+REDIS_CACHE_URL = env("REDIS_CACHE_URL", default="")
+if REDIS_CACHE_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_CACHE_URL,
+            "KEY_PREFIX": env("CACHE_KEY_PREFIX", default="memoryhub"),
+        }
     }
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": CACHE_TABLE,
+            # Culling deletes a third of the rows when full, live throttle counters included:
+            # keep the table large enough that only expired rows are ever culled.
+            "OPTIONS": {"MAX_ENTRIES": env.int("CACHE_MAX_ENTRIES", default=200_000)},
+        }
+    }
+
+# --- Login lockout (memoryhub/login_throttle.py) ---------------------------------------------
+# Failed or not, every login POST takes one attempt from two budgets: the client address's and
+# the account's (the username as typed, case-folded). Either budget spent = 429 until the window
+# ends. Rates are "<count>/<s|min|h|d>"; MEMORYHUB_THROTTLE_LOGIN (below) sets both.
+# Behind a proxy, the client address comes from MEMORYHUB_CLIENT_IP_HEADER (e.g.
+# X-Forwarded-For): the entry MEMORYHUB_TRUSTED_PROXIES places from the right, i.e. the address
+# the outermost proxy you run saw. Unset = the TCP peer (REMOTE_ADDR).
+MEMORYHUB_CLIENT_IP_HEADER = env("MEMORYHUB_CLIENT_IP_HEADER", default="")
+MEMORYHUB_TRUSTED_PROXIES = env.int("MEMORYHUB_TRUSTED_PROXIES", default=1)
 
 EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="memoryhub@localhost")

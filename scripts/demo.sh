@@ -7,7 +7,11 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 HOST=${MEMORYHUB_HOST:-127.0.0.1}
 PORT=${MEMORYHUB_PORT:-8000}
-mkdir -p var/log
+mkdir -p var/log var/staticfiles
+
+# The demo runs like production: DEBUG off (a visitor sees the styled error pages, never Django's
+# debug page), with a development SECRET_KEY generated once under var/ (an exported one wins).
+. scripts/dev-env.sh
 
 echo "==> migrating the database ($(
   $PY -c 'import os; print(os.environ.get("DATABASE_URL") or "SQLite var/memoryhub.sqlite3")'))"
@@ -32,7 +36,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 echo "==> starting the web server (log: var/log/web.log)"
-DEBUG=${DEBUG:-1} $PY manage.py runserver --noreload "$HOST:$PORT" >var/log/web.log 2>&1 &
+$PY manage.py runserver --noreload "$HOST:$PORT" >var/log/web.log 2>&1 &
 WEB=$!
 
 # Wait for the server, then let the worker compact the second demo workflow.

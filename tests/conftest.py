@@ -13,6 +13,12 @@ from memoryhub.tenancy import add_member, create_tenant, issue_api_key
 PASSWORD = "correct-horse-battery"
 
 
+def pytest_configure(config):
+    """Settings create no directories at import: the SQLite test database and WhiteNoise's static
+    root live under var/, so make it here (a fresh clone has none)."""
+    (settings.VAR_DIR / "staticfiles").mkdir(parents=True, exist_ok=True)
+
+
 def pytest_report_header(config):
     db = settings.DATABASES["default"]
     return f"memoryhub: database={db['ENGINE'].rsplit('.', 1)[-1]} broker={settings.CELERY_BROKER_URL.split('://')[0]}"
@@ -89,9 +95,15 @@ def api(alice):
 
 
 @pytest.fixture(autouse=True)
-def _fresh_cache():
-    """Throttle counters live in the cache: every test starts with none."""
-    from django.core.cache import cache
+def _fresh_cache(request):
+    """Throttle counters live in the cache (a database table unless Redis is configured): every
+    test that can reach the database starts with none."""
+    uses_db = {"db", "transactional_db", "live_server"} & set(request.fixturenames) or (
+        request.node.get_closest_marker("django_db") is not None
+    )
+    if uses_db:
+        request.getfixturevalue("db")  # pytest-django picks transactional_db where the test asks for it
+        from django.core.cache import cache
 
-    cache.clear()
+        cache.clear()
     yield

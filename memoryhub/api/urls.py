@@ -14,6 +14,7 @@ FEATURE_MODULES = [
     "triggers.api",  # policies, trigger decisions, what-if
     "audit.api",  # lineage, investigations, diff, replay, audit log
     "audit.api_retention",  # retention, purge
+    "memoryhub.api.accounts",  # members, API keys
 ]
 
 urlpatterns = [

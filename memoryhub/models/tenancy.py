@@ -65,9 +65,16 @@ class ApiKey(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Who created it, as the audit log names actors ("user:alice", "api_key:ci(ab12cd34)",
+    # "system:setup"): a key minted by another key or by a command has no created_by user.
+    created_by_actor = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # Set on the key a rotation replaced: the key that took its place.
+    replaced_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         verbose_name = "API key"

@@ -102,6 +102,13 @@ def _sid(name: str) -> Callable[[World], dict[str, Any]]:
     return lambda w: {"summary_id": w.summaries[name]}
 
 
+CAROL = {"username": "carol"}  # an acme member (not in globex)
+
+
+def _carol_key(w: World) -> dict[str, Any]:
+    return {"prefix": w.parties["carol"].key.key.prefix}
+
+
 API: dict[str, Api] = {
     # workflows and events
     "GET workflows/": Api(V, "tenant", 200, rows=_results("external_id"), owned=lambda t: set(t.workflows)),
@@ -303,6 +310,25 @@ API: dict[str, Api] = {
         outsider=404,  # mallory cannot evaluate against acme's workflow policy
     ),
     "POST triggers/simulate/": Api(V, "tenant", 200, body=lambda w: {"steps": [500, 800, 1200]}),
+    # members and API keys: admins only, reads included
+    "GET api-keys/": Api(A, "tenant", 200, rows=_results("prefix"), owned=lambda t: set(t.key_prefixes)),
+    "POST api-keys/": Api(A, "tenant", 201, body=lambda w: {"name": "h9-key", "role": "viewer"}),
+    "GET api-keys/{prefix}/": Api(A, "object", 200, lambda w: _carol_key(w)),
+    "DELETE api-keys/{prefix}/": Api(A, "object", 200, lambda w: _carol_key(w)),
+    "POST api-keys/{prefix}/revoke/": Api(A, "object", 200, lambda w: _carol_key(w)),
+    "POST api-keys/{prefix}/rotate/": Api(A, "object", 201, lambda w: _carol_key(w)),
+    # users may belong to both tenants (demo, vic), so usernames cannot show a leak here:
+    # test_accounts_api.py checks each tenant lists exactly its own memberships
+    "GET members/": Api(A, "tenant", 200),
+    "POST members/": Api(
+        A,
+        "tenant",
+        201,
+        body=lambda w: {"username": "h9-member", "role": "viewer", "password": "a-long-passphrase"},
+    ),
+    "GET members/{username}/": Api(A, "object", 200, lambda w: CAROL),
+    "PATCH members/{username}/": Api(A, "object", 200, lambda w: CAROL, body=lambda w: {"role": "reviewer"}),
+    "DELETE members/{username}/": Api(A, "object", 200, lambda w: CAROL),
 }
 
 
@@ -481,6 +507,22 @@ PAGES: dict[str, Page] = {
     "summary-diff": Page("object", _sid("active")),
     "audit-log": Page("tenant"),
     "retention": Page("tenant", post=A, data=lambda w: {"trace_detail": "500"}),
+    "settings": Page("tenant", get=A, get_ok=302),
+    "settings-members": Page(
+        "tenant",
+        get=A,
+        post=A,
+        data=lambda w: {"username": "h9-page", "role": "viewer", "password": "a-long-passphrase"},
+    ),
+    "settings-member-role": Page(
+        "object", lambda w: CAROL, get=None, post=A, data=lambda w: {"role": "reviewer"}
+    ),
+    "settings-member-remove": Page("object", lambda w: CAROL, get=None, post=A),
+    "settings-keys": Page(
+        "tenant", get=A, post=A, post_ok=200, data=lambda w: {"name": "h9", "role": "viewer"}
+    ),
+    "settings-key-rotate": Page("object", lambda w: _carol_key(w), get=None, post=A, post_ok=200),
+    "settings-key-revoke": Page("object", lambda w: _carol_key(w), get=None, post=A),
     "workflow-purge": Page(
         "object",
         lambda w: {"wf": SIDE_WF},

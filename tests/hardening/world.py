@@ -26,6 +26,7 @@ from memoryhub.demo.loader import load
 from memoryhub.models import (
     AlertEvent,
     AlertRule,
+    ApiKey,
     Artifact,
     Channel,
     CompactionJob,
@@ -67,6 +68,7 @@ class TenantObjects:
     investigation_ids: list[int] = field(default_factory=list)
     audit_hashes: list[str] = field(default_factory=list)
     flip_ids: list[int] = field(default_factory=list)
+    key_prefixes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -116,6 +118,9 @@ def collect(tenant: Tenant) -> TenantObjects:
             AuditEntry.objects.filter(tenant=tenant).order_by("seq").values_list("entry_hash", flat=True)
         ),
         flip_ids=list(AlertEvent.objects.filter(tenant=tenant).order_by("pk").values_list("pk", flat=True)),
+        key_prefixes=list(
+            ApiKey.objects.filter(tenant=tenant).order_by("pk").values_list("prefix", flat=True)
+        ),
     )
 
 
