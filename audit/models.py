@@ -74,6 +74,8 @@ class Purge(models.Model):
     seqs = models.JSONField(default=list, blank=True)
     affected_summaries = models.JSONField(default=list, blank=True)
     source = models.CharField(max_length=16, default="manual")  # manual | retention
+    # The workflow purge_epoch this purge moved to: work computed at an older epoch may hold its content.
+    epoch = models.PositiveIntegerField(null=True, blank=True)
     at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

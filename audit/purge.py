@@ -186,6 +186,7 @@ def purge_events(
             event_count=len(seqs),
             seqs=seqs,
             source=source,
+            epoch=wf.purge_epoch + 1,
         )
         Event.objects.filter(pk__in=[e.pk for e in events]).update(
             content="", facts=[], refs=[], purged_at=now, purge=purge
@@ -254,6 +255,20 @@ def purge_events(
             },
         )
     return outcome
+
+
+def purge_since(workflow: Workflow, epoch: int | None, up_to_seq: int) -> Purge | None:
+    """The first purge after ``epoch`` that removed an event at or below ``up_to_seq``, if any.
+
+    Content computed from events read at purge epoch ``epoch`` may quote what such a purge removed;
+    activation refuses it (the store already refused it under the same lock, this is the re-check).
+    """
+    if epoch is None:
+        return None
+    for purge in Purge.objects.filter(workflow=workflow, epoch__gt=epoch).order_by("epoch"):
+        if purge.seqs and min(purge.seqs) <= up_to_seq:
+            return purge
+    return None
 
 
 def _request_rederivation(workflow: Workflow, actor: Actor) -> None:

@@ -44,6 +44,11 @@ class Summary(models.Model):
         help_text="Workflow head_seq when the candidate was written."
     )
     source_refs = models.JSONField(default=list, blank=True)
+    source_purge_epoch = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Workflow purge_epoch when the source events were read; a purge since then discards it.",
+    )
     excluded_categories = models.JSONField(default=list, blank=True)
     # 3. compactor configuration
     compactor_name = models.CharField(max_length=100)
