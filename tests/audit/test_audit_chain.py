@@ -97,7 +97,7 @@ def test_edited_data_with_recomputed_hash_is_detected_by_the_next_entry(chain):
     from audit.log import compute_entry_hash
 
     entry = AuditEntry.objects.get(tenant=chain, seq=4)
-    entry.data = {"i": 999}
+    entry.chained_data = {"i": 999}
     new_hash = compute_entry_hash(entry)
     raw(
         "UPDATE audit_auditentry SET data = %s, entry_hash = %s WHERE tenant_id = %s AND seq = 4",
