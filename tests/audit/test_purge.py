@@ -277,3 +277,33 @@ def test_lifecycle_cannot_reactivate_a_scrubbed_summary(incident, alice):
     assert not result.applied and result.code == "summary_purged"
     incident.refresh_from_db()
     assert incident.active_summary_id != scrubbed.pk
+
+
+def test_open_tool_calls_and_pending_side_effects_forget_ids_that_quote_purged_content(tenant, alice):
+    wf = make_workflow(tenant, "ids-1")
+    append(
+        wf,
+        [
+            event(1),
+            event(
+                2,
+                kind="tool_call",
+                content="look up customer:jane-roe",
+                tool_call_id="lookup-customer:jane-roe",
+                side_effect="pending",
+                refs=["customer:jane-roe"],
+            ),
+            event(3, kind="tool_call", tool_call_id="call-plain", side_effect="pending"),
+        ],
+    )
+    wf.refresh_from_db()
+    assert "lookup-customer:jane-roe" in wf.open_tool_calls
+    r = alice.api.post(
+        "/api/v1/workflows/ids-1/purge/", {"subject": "customer:jane-roe", "reason": "erasure"}, format="json"
+    )
+    assert r.status_code == 201 and r.json()["seqs"] == [2]
+    wf.refresh_from_db()
+    # Counts (what trigger guards read) are kept; the content-quoting id is gone, the plain one stays.
+    assert wf.open_tool_calls == ["purged-seq-2", "call-plain"]
+    assert wf.pending_side_effects == ["purged-seq-2", "call-plain"]
+    assert "jane-roe" not in alice.api.get("/api/v1/workflows/ids-1/").content.decode()
