@@ -170,8 +170,14 @@ def tombstone_payloads(
     for payload in rows.exclude(pk__in=hit).only("pk", "body").iterator(chunk_size=500):
         if detector.matches(payload.body):
             hit.add(payload.pk)
+    return tombstone_payload_ids(purge, hit)
+
+
+def tombstone_payload_ids(purge: Purge, ids: Iterable[int]) -> list[int]:
+    """Empty the payloads ``ids`` (digest kept) and point them at ``purge``."""
+    hit = sorted(set(ids))
     if hit:
         Payload.objects.filter(pk__in=hit, purged_at__isnull=True).update(
             body={}, purged_by=purge, purged_at=timezone.now()
         )
-    return sorted(hit)
+    return hit
