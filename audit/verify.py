@@ -57,7 +57,8 @@ def _payload_intact(entry: AuditEntry) -> bool:
     its text is gone on purpose, its digest stays in the chain)."""
     payload = entry.payload
     if payload is None or payload.purged_at is not None:
-        return entry.payload_id is None or payload is not None
+        # Gone only by a named purge: an emptied payload that names none was not purged, it was wiped.
+        return entry.payload_id is None or (payload is not None and payload.purged_by_id is not None)
     return payload.digest == entry.payload_digest and payload_digest(payload.body) == entry.payload_digest
 
 

@@ -6,6 +6,8 @@
 - summaries: no DELETE; content/lineage/config/hash columns never change, except the purge
   tombstone of content (purged_by set once, content_hash kept as provenance);
 - validation records, lifecycle events, audit entries: no UPDATE, no DELETE;
+- payloads (the purgeable text of those rows): no DELETE; the only UPDATE is the purge tombstone
+  (body emptied, purged_by/purged_at set once, digest unchanged);
 - every one of them: no TRUNCATE (a statement-level trigger, PostgreSQL).
 
 SQLite only: a row in ``memoryhub_append_only_bypass`` lets Django's test ``flush`` (DELETE FROM)
@@ -93,8 +95,19 @@ UPDATE_RULES: dict[str, str | None] = {
     "memoryhub_validationrecord": None,
     "memoryhub_lifecycleevent": None,
 }
+PAYLOAD_TOMBSTONE = " AND ".join(
+    [
+        "OLD.purged_at IS NULL",
+        "NEW.purged_at IS NOT NULL",
+        "NEW.purged_by_id IS NOT NULL",
+        "NEW.body = '{}'::jsonb",
+        *_unchanged(["id", "tenant_id", "workflow_id", "digest", "created_at"]),
+    ]
+)
 AUDIT_RULES: dict[str, str | None] = {
     "audit_auditentry": None,
+    # A payload's one UPDATE is its purge tombstone: body emptied, digest kept, purge named.
+    "audit_payload": PAYLOAD_TOMBSTONE,
     # The chain head only moves forward: a wiped or rewound log cannot take its witness with it.
     "audit_auditchainhead": "NEW.tenant_id IS NOT DISTINCT FROM OLD.tenant_id AND NEW.seq > OLD.seq",
 }
@@ -151,6 +164,8 @@ def create_sql(vendor: str, rules: dict[str, str | None], connection: Any = None
         from django.db import connection as default_connection
 
         connection = default_connection
+    existing = set(connection.introspection.table_names())
+    rules = {t: r for t, r in rules.items() if t in existing}  # a later migration creates the rest
     statements: list[str] = []
     if vendor == "postgresql":
         for table, rule in rules.items():

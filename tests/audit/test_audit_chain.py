@@ -39,6 +39,7 @@ def append_only_off():
             cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
             cur.execute("ALTER TABLE audit_auditentry DISABLE TRIGGER audit_auditentry_append_only")
             cur.execute("ALTER TABLE audit_auditchainhead DISABLE TRIGGER audit_auditchainhead_append_only")
+            cur.execute("ALTER TABLE audit_payload DISABLE TRIGGER audit_payload_append_only")
     try:
         yield
     finally:

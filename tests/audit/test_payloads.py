@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from audit.log import record
 from audit.models import AuditEntry, Payload
@@ -17,6 +17,7 @@ from memoryhub import lifecycle
 from memoryhub.actors import Actor
 from memoryhub.models import LifecycleEvent, ValidationRecord
 from memoryhub.summaries import create_summary
+from tests.audit.test_audit_chain import append_only_off
 from tests.helpers import append, event, make_workflow
 
 pytestmark = pytest.mark.django_db
@@ -53,8 +54,14 @@ def test_an_audit_entry_keeps_only_digest_and_reference_in_the_chain(tenant):
     assert "Jane" not in json.dumps(stored) and stored["$text"] == ["note"]
     assert entry.payload.body == {"note": "Jane Roe called"} and entry.payload_digest == entry.payload.digest
     assert verify_chain(tenant)["ok"] is True
-    # Editing the (mutable) payload behind the chain's back is caught through its digest.
-    Payload.objects.filter(pk=entry.payload_id).update(body={"note": "someone else"})
+    # Only the purge tombstone may change a payload ...
+    with pytest.raises(DatabaseError), transaction.atomic():
+        Payload.objects.filter(pk=entry.payload_id).update(body={"note": "someone else"})
+    with pytest.raises(DatabaseError), transaction.atomic():
+        Payload.objects.filter(pk=entry.payload_id).delete()
+    # ... and an owner who drops the trigger to edit it behind the chain's back is caught by its digest.
+    with append_only_off():
+        Payload.objects.filter(pk=entry.payload_id).update(body={"note": "someone else"})
     result = verify_chain(tenant)
     assert (result["ok"], result["problem"], result["first_bad_seq"]) == (False, "edited", entry.seq)
 
