@@ -34,6 +34,14 @@ class WithPayloadQuerySet(models.QuerySet):
             qs.query.select_related = rest or False
         return qs
 
+    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list:
+        """Rows inserted in bulk get their payloads too (``save()`` is not called for them)."""
+        objs = list(objs)
+        for obj in objs:
+            if isinstance(obj, PurgeablePayloadMixin):
+                obj.store_staged_payload()
+        return super().bulk_create(objs, *args, **kwargs)
+
 
 class WithPayloadManager(models.Manager.from_queryset(WithPayloadQuerySet)):  # type: ignore[misc]
     """Rows come with their payload (and its purge): reading their text costs no extra query."""
@@ -56,6 +64,11 @@ class PurgeablePayloadMixin(models.Model):
         abstract = True
 
     def save(self, *args: Any, **kwargs: Any) -> None:
+        self.store_staged_payload()
+        super().save(*args, **kwargs)
+
+    def store_staged_payload(self) -> None:
+        """Write the staged text as this (new) row's payload, before the row itself."""
         staged = self.__dict__.pop("_payload_staged", None)
         if staged is not None and self._state.adding and self.payload_id is None:
             from audit.payloads import store_payload
@@ -63,7 +76,6 @@ class PurgeablePayloadMixin(models.Model):
             tenant_id, workflow_id = self.payload_scope()
             payload = store_payload(tenant_id, workflow_id, staged)
             self.payload, self.payload_digest = payload, payload.digest
-        super().save(*args, **kwargs)
 
     # -- subclasses say where the payload belongs
     def payload_scope(self) -> tuple[int, int | None]:

@@ -99,3 +99,29 @@ def test_validation_and_lifecycle_text_is_purged_while_rows_and_chain_stay(tenan
     texts = json.dumps([e.data for e in AuditEntry.objects.filter(tenant=tenant)])
     assert "cust-jane-roe" not in texts and "Jane Roe" not in texts
     assert verify_chain(tenant)["ok"] is True  # digests kept: the chain still verifies
+
+
+def test_bulk_inserted_rows_get_their_payloads_too(tenant):
+    wf = make_workflow(tenant, "wf-b")
+    append(wf, [event(1)])
+    s = create_summary(
+        wf,
+        content={"schema": "memoryhub.summary/v1", "narrative": "n", "facts": []},
+        covers_from_seq=1,
+        covers_to_seq=1,
+        compactor={"name": "manual"},
+        actor=ACTOR,
+    )
+    rows = [
+        ValidationRecord(
+            summary=s,
+            validator_version="t",
+            checks=[{"name": "x", "passed": False, "detail": "quotes Jane Roe"}],
+            passed=False,
+            reasons=["x: quotes Jane Roe"],
+        )
+    ]
+    ValidationRecord.objects.bulk_create(rows)
+    stored = ValidationRecord.objects.get(summary=s, validator_version="t")
+    assert stored.checks[0]["detail"] == "quotes Jane Roe" and stored.reasons == ["x: quotes Jane Roe"]
+    assert "Jane" not in json.dumps(raw_row("memoryhub_validationrecord", stored.pk, "checks"))
