@@ -11,7 +11,8 @@ from typing import Any
 from django.db import models, transaction
 from django.utils import timezone
 
-from audit.models import AuditChainHead, AuditEntry
+from audit.models import TEXT_KEYS, AuditChainHead, AuditEntry
+from audit.payloads import split_audit_data, store_payload
 from memoryhub.actors import Actor
 from memoryhub.canonical import hash_value
 from memoryhub.models import Tenant
@@ -21,8 +22,12 @@ GENESIS_HASH = "sha256:" + "0" * 64
 
 
 def entry_body(entry: AuditEntry) -> dict[str, Any]:
-    """The fields covered by entry_hash (everything but the hash itself)."""
-    return {
+    """The fields covered by entry_hash (everything but the hash itself).
+
+    The text of ``data`` is not in the body: only its payload's reference and digest are, so a
+    purge that empties the payload leaves the chain verifiable.
+    """
+    body = {
         "tenant": entry.tenant_id,
         "seq": entry.seq,
         "at": entry.at.isoformat(),
@@ -30,9 +35,12 @@ def entry_body(entry: AuditEntry) -> dict[str, Any]:
         "action": entry.action,
         "object_type": entry.object_type,
         "object_id": entry.object_id,
-        "data": entry.data,
+        "data": entry.chained_data,
         "prev_hash": entry.prev_hash,
     }
+    if entry.payload_id is not None or entry.payload_digest:  # entries before payloads hash as they did
+        body["payload"] = {"id": entry.payload_id, "digest": entry.payload_digest}
+    return body
 
 
 def compute_entry_hash(entry: AuditEntry) -> str:
@@ -61,6 +69,12 @@ def record(
         tenant=tenant, defaults={"seq": 0, "entry_hash": GENESIS_HASH}
     )
     object_type, object_id = _object_ref(obj)
+    # JSON round-trip so the hashed body equals what the database returns later.
+    chained, text = split_audit_data(_json_roundtrip(redact(data or {})))
+    payload = None
+    if text:
+        chained[TEXT_KEYS] = sorted(text)
+        payload = store_payload(tenant.pk, _workflow_id(obj), text)
     entry = AuditEntry(
         tenant=tenant,
         seq=head.seq + 1,
@@ -69,15 +83,24 @@ def record(
         action=action,
         object_type=object_type,
         object_id=object_id,
-        data=redact(data or {}),
+        chained_data=chained,
+        payload=payload,
+        payload_digest=payload.digest if payload else "",
         prev_hash=head.entry_hash,
     )
-    # JSON round-trip so the hashed body equals what the database returns later.
-    entry.data = _json_roundtrip(entry.data)
     entry.entry_hash = compute_entry_hash(entry)
     entry.save(force_insert=True)
     AuditChainHead.objects.filter(pk=head.pk).update(seq=entry.seq, entry_hash=entry.entry_hash)
     return entry
+
+
+def _workflow_id(obj: Any) -> int | None:
+    """The workflow a recorded object belongs to (scopes its payload), when it has one."""
+    from memoryhub.models import Workflow
+
+    if isinstance(obj, Workflow):
+        return obj.pk
+    return getattr(obj, "workflow_id", None) if isinstance(obj, models.Model) else None
 
 
 def _json_roundtrip(value: Any) -> Any:

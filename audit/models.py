@@ -5,12 +5,41 @@ from __future__ import annotations
 from django.db import models
 
 from memoryhub.models import Artifact, Tenant, Workflow
+from memoryhub.models.purgeable import WithPayloadManager, purged_marker
+
+TEXT_KEYS = "$text"  # chained_data key listing the data keys kept in the payload
+
+
+class Payload(models.Model):
+    """Purgeable text of an append-only row (audit entry data, check details, reasons).
+
+    The owning row keeps ``digest`` (sha256 of the canonical body) and a reference; a purge empties
+    ``body`` and sets ``purged_by``/``purged_at`` — the digest stays, so chains over it still verify.
+    """
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    workflow = models.ForeignKey(Workflow, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    digest = models.CharField(max_length=71)
+    body = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    purged_by = models.ForeignKey(
+        "audit.Purge", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    purged_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["tenant", "created_at"], name="audit_payload_tenant_at")]
+
+    def __str__(self) -> str:
+        return f"payload {self.pk} {self.digest[:15]}"
 
 
 class AuditEntry(models.Model):
     """One state-changing action. Hash-chained per tenant: entry_hash = H(prev_hash + canonical body).
 
-    Append-only (database triggers). ``data`` is redacted before it is written.
+    Append-only (database triggers). ``data`` is redacted before it is written; its structural keys
+    (ids, numbers, statuses) stay in the chained row (``chained_data``), its text goes to a purgeable
+    ``Payload`` whose digest is part of the hashed body. ``entry.data`` reads the two merged.
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="audit_entries")
@@ -20,9 +49,13 @@ class AuditEntry(models.Model):
     action = models.CharField(max_length=64)
     object_type = models.CharField(max_length=64)
     object_id = models.CharField(max_length=200)
-    data = models.JSONField(default=dict, blank=True)
+    chained_data = models.JSONField(default=dict, blank=True, db_column="data")
+    payload = models.ForeignKey(Payload, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    payload_digest = models.CharField(max_length=71, blank=True)
     prev_hash = models.CharField(max_length=71)
     entry_hash = models.CharField(max_length=71)
+
+    objects = WithPayloadManager()  # entries come with their payload: reading ``data`` costs no query
 
     class Meta:
         ordering = ["tenant", "-seq"]
@@ -42,6 +75,18 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id}#{self.seq} {self.action}"
+
+    @property
+    def data(self) -> dict:
+        """The recorded data: chained keys plus the payload's (or the purge marker in their place)."""
+        chained = {k: v for k, v in self.chained_data.items() if k != TEXT_KEYS}
+        if self.payload_id is None:
+            return chained
+        payload = self.payload
+        if payload is None or payload.purged_at is not None:
+            marker = purged_marker(payload)
+            return {**chained, **{k: marker for k in (self.chained_data.get(TEXT_KEYS) or [])}}
+        return {**chained, **(payload.body or {})}
 
 
 class AuditChainHead(models.Model):
@@ -74,6 +119,8 @@ class Purge(models.Model):
     seqs = models.JSONField(default=list, blank=True)
     affected_summaries = models.JSONField(default=list, blank=True)
     source = models.CharField(max_length=16, default="manual")  # manual | retention
+    # The workflow purge_epoch this purge moved to: work computed at an older epoch may hold its content.
+    epoch = models.PositiveIntegerField(null=True, blank=True)
     at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

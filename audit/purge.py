@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from audit.log import record
 from audit.models import Investigation, Purge
+from audit.payloads import PurgedText, summary_payloads, tombstone_payloads
 from memoryhub.actors import Actor
 from memoryhub.errors import Conflict, InvalidInput
 from memoryhub.models import Event, Summary, SummaryStatus, Workflow
@@ -42,6 +43,7 @@ class PurgeOutcome:
     scrubbed: list[str] = field(default_factory=list)
     active_before: str | None = None
     active_after: str | None = None
+    payloads: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +54,7 @@ class PurgeOutcome:
             "quarantined_summaries": self.quarantined,
             "active_summary_before": self.active_before,
             "active_summary_after": self.active_after,
+            "payloads_purged": len(self.payloads),
             "purge_epoch": cast(Workflow, self.purge.workflow).purge_epoch
             if self.purge.workflow_id
             else None,
@@ -186,6 +189,7 @@ def purge_events(
             event_count=len(seqs),
             seqs=seqs,
             source=source,
+            epoch=wf.purge_epoch + 1,
         )
         Event.objects.filter(pk__in=[e.pk for e in events]).update(
             content="", facts=[], refs=[], purged_at=now, purge=purge
@@ -199,9 +203,11 @@ def purge_events(
             workflow=wf, purged_by__isnull=True, covers_from_seq__lte=max(seqs), covers_to_seq__gte=min(seqs)
         ).order_by("version")
         to_quarantine: list[Summary] = []
+        derived: list[Summary] = []
         for summary in covering:
             if not any(summary.covers_from_seq <= s <= summary.covers_to_seq for s in seqs):
                 continue
+            derived.append(summary)
             if (
                 _derived_from(summary, seq_set, quotes)
                 and summary.status in lifecycle.ALLOWED_FROM["quarantine"]
@@ -230,6 +236,17 @@ def purge_events(
         wf.refresh_from_db()
         outcome.active_after = cast(Summary, wf.active_summary).summary_id if wf.active_summary_id else None
         _scrub_investigations(wf, quotes, [e.content for e in events])
+        # Text kept apart from append-only rows (check details, reasons, audit data) that quotes it.
+        detector = PurgedText(
+            quotes, [e.content for e in events] + [f.get("text", "") for e in events for f in e.facts]
+        )
+        outcome.payloads = tombstone_payloads(
+            purge,
+            detector,
+            since=min(e.created_at for e in events),
+            derived=summary_payloads(derived, before=purge.at),
+        )
+        _forget_identifiers(wf, events, detector)
         if outcome.scrubbed:
             _request_rederivation(wf, actor)
         Purge.objects.filter(pk=purge.pk).update(affected_summaries=outcome.scrubbed)
@@ -249,11 +266,43 @@ def purge_events(
                 "seq_max": max(seqs),
                 "affected_summaries": outcome.scrubbed,
                 "quarantined": outcome.quarantined,
+                "payloads_purged": len(outcome.payloads),
                 "reason": reason,
                 "source": source,
             },
         )
     return outcome
+
+
+def purge_since(workflow: Workflow, epoch: int | None, up_to_seq: int) -> Purge | None:
+    """The first purge after ``epoch`` that removed an event at or below ``up_to_seq``, if any.
+
+    Content computed from events read at purge epoch ``epoch`` may quote what such a purge removed;
+    activation refuses it (the store already refused it under the same lock, this is the re-check).
+    """
+    if epoch is None:
+        return None
+    for purge in Purge.objects.filter(workflow=workflow, epoch__gt=epoch).order_by("epoch"):
+        if purge.seqs and min(purge.seqs) <= up_to_seq:
+            return purge
+    return None
+
+
+def _forget_identifiers(workflow: Workflow, events: list[Event], detector: PurgedText) -> None:
+    """Open tool calls and pending side effects name events by id; an id of a purged event that
+    quotes the purged content is replaced by a neutral ``purged-seq-N`` (the count, which trigger
+    guards read, is kept). The event row keeps its ids: they are what recognises a re-send."""
+    renamed: dict[str, str] = {}
+    for e in events:
+        for ident in (e.tool_call_id, e.client_event_id):
+            if ident and detector.matches(ident):
+                renamed[ident] = f"purged-seq-{e.seq}"
+    if not renamed:
+        return
+    Workflow.objects.filter(pk=workflow.pk).update(
+        open_tool_calls=[renamed.get(i, i) for i in workflow.open_tool_calls],
+        pending_side_effects=[renamed.get(i, i) for i in workflow.pending_side_effects],
+    )
 
 
 def _request_rederivation(workflow: Workflow, actor: Actor) -> None:

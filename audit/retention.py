@@ -84,6 +84,7 @@ class SweepReport:
 
 def sweep_tenant(tenant: Tenant, *, now=None) -> SweepReport:
     """Apply the tenant's retention policies once (idempotent: already-tombstoned rows are skipped)."""
+    from audit.payloads import summary_payloads, tombstone_payload_ids
     from audit.purge import purge_events, tombstone_content
 
     now = now or timezone.now()
@@ -139,6 +140,8 @@ def sweep_tenant(tenant: Tenant, *, now=None) -> SweepReport:
                 Summary.objects.filter(pk=summary.pk).update(
                     content=tombstone_content(purge, summary), purged_by=purge
                 )
+                # The text of records about it (check details, reasons, audit data) expires with it.
+                tombstone_payload_ids(purge, summary_payloads([summary], before=purge.at))
                 if summary.status == SummaryStatus.ACTIVE:
                     lifecycle.quarantine(summary, actor, f"retention: {purge.purge_id}")
                 record(

@@ -4,7 +4,7 @@ The chain is walked in seq order and every entry is recomputed: its ``entry_hash
 hash of its body, its ``prev_hash`` must equal the previous entry's hash, and seqs must be gapless
 from 1. The walk stops at the first bad entry and says what kind of tampering it looks like:
 
-- ``edited``     an entry's body no longer matches its hash (or its hash was recomputed, which
+- ``edited``     an entry's body (or its unpurged payload's text) no longer matches its hash (or its hash was recomputed, which
                  the next entry's ``prev_hash`` — or the chain head — still contradicts);
 - ``deleted``    a seq is missing from the middle of the chain;
 - ``reordered``  an entry links to a predecessor that sits elsewhere in the chain;
@@ -21,6 +21,7 @@ from typing import Any
 
 from audit.log import GENESIS_HASH, compute_entry_hash
 from audit.models import AuditChainHead, AuditEntry
+from audit.payloads import payload_digest
 from memoryhub.errors import InvalidInput
 from memoryhub.models import Tenant
 
@@ -49,6 +50,16 @@ def _links_elsewhere(tenant: Tenant, prev_hash: str, exclude_seq: int) -> int | 
         .first()
     )
     return other
+
+
+def _payload_intact(entry: AuditEntry) -> bool:
+    """The entry's payload still hashes to the digest the chain recorded (a purged one is exempt:
+    its text is gone on purpose, its digest stays in the chain)."""
+    payload = entry.payload
+    if payload is None or payload.purged_at is not None:
+        # Gone only by a named purge: an emptied payload that names none was not purged, it was wiped.
+        return entry.payload_id is None or (payload is not None and payload.purged_by_id is not None)
+    return payload.digest == entry.payload_digest and payload_digest(payload.body) == entry.payload_digest
 
 
 def parse_checkpoint(tenant: Tenant, checkpoint: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -105,7 +116,7 @@ def verify_chain(tenant: Tenant, checkpoint: dict[str, Any] | None = None) -> di
             head_hash=GENESIS_HASH,
             checkpoint=checkpoint,
         )
-    entries = AuditEntry.objects.filter(tenant=tenant).order_by("seq")
+    entries = AuditEntry.objects.filter(tenant=tenant).select_related("payload").order_by("seq")
     for entry in entries.iterator(chunk_size=CHUNK):
         count += 1
         expected_seq = prev_seq + 1
@@ -119,7 +130,7 @@ def verify_chain(tenant: Tenant, checkpoint: dict[str, Any] | None = None) -> di
                 f"seq {expected_seq}–{entry.seq - 1} missing: the chain jumps from {prev_seq} to {entry.seq}",
                 **extra,
             )
-        body_ok = compute_entry_hash(entry) == entry.entry_hash
+        body_ok = compute_entry_hash(entry) == entry.entry_hash and _payload_intact(entry)
         link_ok = entry.prev_hash == prev_hash
         if not link_ok:
             elsewhere = _links_elsewhere(tenant, entry.prev_hash, entry.seq)

@@ -1,17 +1,26 @@
 """Database triggers that make the record append-only, on PostgreSQL and SQLite.
 
-- events: no DELETE; the only UPDATE allowed is the purge tombstone (purged_at set once, with the
-  row's identity, hash and token count unchanged);
+- events: no DELETE; the only UPDATE allowed is the purge tombstone (purged_at and purge set once,
+  content, facts and refs emptied; identity, agent, role, kind, tool_call_id, side_effect, hashes
+  and token counts unchanged);
 - summaries: no DELETE; content/lineage/config/hash columns never change, except the purge
   tombstone of content (purged_by set once, content_hash kept as provenance);
-- validation records, lifecycle events, audit entries: no UPDATE, no DELETE.
+- validation records, lifecycle events, audit entries: no UPDATE, no DELETE;
+- payloads (the purgeable text of those rows): no DELETE; the only UPDATE is the purge tombstone
+  (body emptied, purged_by/purged_at set once, digest unchanged);
+- every one of them: no TRUNCATE (a statement-level trigger, PostgreSQL).
 
 SQLite only: a row in ``memoryhub_append_only_bypass`` lets Django's test ``flush`` (DELETE FROM)
-clear tables; production code never writes it. PostgreSQL's flush uses TRUNCATE, which row
-triggers do not see; the non-owner application role is refused TRUNCATE by privileges (README).
+clear tables; production code never writes it. PostgreSQL's flush uses TRUNCATE, which the
+statement triggers refuse: the flush command runs it with ``session_replication_role = replica``,
+which only a superuser may set. The non-owner application role is refused TRUNCATE by privileges
+as well (README).
 """
 
 from __future__ import annotations
+
+import re
+from typing import Any
 
 BYPASS_TABLE = "memoryhub_append_only_bypass"
 
@@ -21,6 +30,10 @@ EVENT_IMMUTABLE = [
     "seq",
     "client_event_id",
     "kind",
+    "agent",
+    "role",
+    "tool_call_id",
+    "side_effect",
     "content_hash",
     "token_count",
     "cum_tokens",
@@ -39,6 +52,7 @@ SUMMARY_IMMUTABLE = [
     "covers_to_seq",
     "source_revision",
     "source_refs",
+    "source_purge_epoch",
     "excluded_categories",
     "compactor_name",
     "compactor_version",
@@ -53,31 +67,110 @@ SUMMARY_IMMUTABLE = [
     "token_count",
 ]
 
+# The one UPDATE an event may get is the purge tombstone: content, facts and refs emptied, the purge
+# recorded (purged_at and the purge reference set, once), every other column exactly as it was.
+EVENT_TOMBSTONE = [
+    "OLD.purged_at IS NULL",
+    "NEW.purged_at IS NOT NULL",
+    "NEW.purge_id IS NOT NULL",
+    "NEW.content = ''",
+    "NEW.facts = '[]'::jsonb",
+    "NEW.refs = '[]'::jsonb",
+]
+
+
+def _unchanged(columns: list[str]) -> list[str]:
+    return [f"NEW.{c} IS NOT DISTINCT FROM OLD.{c}" for c in columns]
+
+
 # table -> condition (in terms of OLD/NEW) under which an UPDATE is allowed; None = never.
 UPDATE_RULES: dict[str, str | None] = {
     # The tombstone empties the content (it cannot smuggle new text in) and happens once.
-    "memoryhub_event": "OLD.purged_at IS NULL AND NEW.purged_at IS NOT NULL AND NEW.content = '' AND "
-    + " AND ".join(f"NEW.{c} IS NOT DISTINCT FROM OLD.{c}" for c in EVENT_IMMUTABLE),
+    "memoryhub_event": " AND ".join(EVENT_TOMBSTONE + _unchanged(EVENT_IMMUTABLE)),
     # purged_by is set once (never cleared or re-pointed); content changes only in that same update.
-    "memoryhub_summary": " AND ".join(f"NEW.{c} IS NOT DISTINCT FROM OLD.{c}" for c in SUMMARY_IMMUTABLE)
+    "memoryhub_summary": " AND ".join(_unchanged(SUMMARY_IMMUTABLE))
     + " AND (OLD.purged_by_id IS NULL OR NEW.purged_by_id IS NOT DISTINCT FROM OLD.purged_by_id)"
     + " AND (NEW.content IS NOT DISTINCT FROM OLD.content"
     " OR (OLD.purged_by_id IS NULL AND NEW.purged_by_id IS NOT NULL))",
     "memoryhub_validationrecord": None,
     "memoryhub_lifecycleevent": None,
 }
-AUDIT_RULES: dict[str, str | None] = {"audit_auditentry": None}
+PAYLOAD_TOMBSTONE = " AND ".join(
+    [
+        "OLD.purged_at IS NULL",
+        "NEW.purged_at IS NOT NULL",
+        "NEW.purged_by_id IS NOT NULL",
+        "NEW.body = '{}'::jsonb",
+        *_unchanged(["id", "tenant_id", "workflow_id", "digest", "created_at"]),
+    ]
+)
+AUDIT_RULES: dict[str, str | None] = {
+    "audit_auditentry": None,
+    # A payload's one UPDATE is its purge tombstone: body emptied, digest kept, purge named.
+    "audit_payload": PAYLOAD_TOMBSTONE,
+    # The chain head only moves forward: a wiped or rewound log cannot take its witness with it.
+    "audit_auditchainhead": "NEW.tenant_id IS NOT DISTINCT FROM OLD.tenant_id AND NEW.seq > OLD.seq",
+}
 
 
 def _sqlite_cond(cond: str) -> str:
-    return cond.replace("IS NOT DISTINCT FROM", "IS")
+    return cond.replace("IS NOT DISTINCT FROM", "IS").replace("::jsonb", "")
 
 
-def create_sql(vendor: str, rules: dict[str, str | None]) -> list[str]:
+def _present(cond: str, columns: set[str] | None) -> str:
+    """``cond`` without the clauses naming columns the table does not have (yet): migrations that
+    ran before a column was added install the rule as it applied then."""
+    if columns is None:
+        return cond
+    kept = []
+    for clause in _top_level_clauses(cond):
+        names = set(re.findall(r"(?:NEW|OLD)\.(\w+)", clause))
+        if names <= columns:
+            kept.append(clause)
+    return " AND ".join(kept)
+
+
+def _top_level_clauses(cond: str) -> list[str]:
+    """``cond`` split at the ANDs outside parentheses."""
+    clauses, depth, start, i = [], 0, 0, 0
+    while i < len(cond):
+        if cond[i] == "(":
+            depth += 1
+        elif cond[i] == ")":
+            depth -= 1
+        elif depth == 0 and cond.startswith(" AND ", i):
+            clauses.append(cond[start:i])
+            start = i = i + len(" AND ")
+            continue
+        i += 1
+    return [*clauses, cond[start:]]
+
+
+def _columns(connection: Any, table: str) -> set[str] | None:
+    if connection is None:
+        return None
+    with connection.cursor() as cursor:
+        return {c.name for c in connection.introspection.get_table_description(cursor, table)}
+
+
+def create_sql(vendor: str, rules: dict[str, str | None], connection: Any = None) -> list[str]:
+    """Trigger DDL for ``rules``. With ``connection`` the rules are fitted to the tables' columns.
+
+    Every table also refuses TRUNCATE (PostgreSQL; SQLite has none, its DELETE FROM fires the row
+    triggers). Only a superuser session with ``session_replication_role = replica`` (tests' flush)
+    skips them, and a table owner who drops a trigger is still caught by ``audit_verify``.
+    """
+    if connection is None:
+        from django.db import connection as default_connection
+
+        connection = default_connection
+    existing = set(connection.introspection.table_names())
+    rules = {t: r for t, r in rules.items() if t in existing}  # a later migration creates the rest
     statements: list[str] = []
     if vendor == "postgresql":
-        for table, cond in rules.items():
-            allow = f"IF TG_OP = 'UPDATE' AND ({cond}) THEN RETURN NEW; END IF;" if cond else ""
+        for table, rule in rules.items():
+            cond = _present(rule, _columns(connection, table)) if rule else None
+            allow = f"IF TG_OP = 'UPDATE' THEN IF ({cond}) THEN RETURN NEW; END IF; END IF;" if cond else ""
             statements += [
                 f"""CREATE OR REPLACE FUNCTION {table}_append_only() RETURNS trigger AS $$
                 BEGIN
@@ -88,11 +181,15 @@ def create_sql(vendor: str, rules: dict[str, str | None]) -> list[str]:
                 f"DROP TRIGGER IF EXISTS {table}_append_only ON {table};",
                 f"""CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table}
                     FOR EACH ROW EXECUTE FUNCTION {table}_append_only();""",
+                f"DROP TRIGGER IF EXISTS {table}_no_truncate ON {table};",
+                f"""CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table}
+                    FOR EACH STATEMENT EXECUTE FUNCTION {table}_append_only();""",
             ]
     elif vendor == "sqlite":
         statements.append(f"CREATE TABLE IF NOT EXISTS {BYPASS_TABLE} (id integer primary key)")
         no_bypass = f"NOT EXISTS (SELECT 1 FROM {BYPASS_TABLE})"
-        for table, cond in rules.items():
+        for table, rule in rules.items():
+            cond = _present(rule, _columns(connection, table)) if rule else None
             update_when = f"{no_bypass} AND NOT ({_sqlite_cond(cond)})" if cond else no_bypass
             statements += [
                 f"DROP TRIGGER IF EXISTS {table}_no_update",
@@ -110,6 +207,7 @@ def drop_sql(vendor: str, rules: dict[str, str | None]) -> list[str]:
     for table in rules:
         if vendor == "postgresql":
             statements += [
+                f"DROP TRIGGER IF EXISTS {table}_no_truncate ON {table};",
                 f"DROP TRIGGER IF EXISTS {table}_append_only ON {table};",
                 f"DROP FUNCTION IF EXISTS {table}_append_only();",
             ]
@@ -127,8 +225,9 @@ def migration_operation(rules: dict[str, str | None]):
 
     # A raw cursor without params: the trigger bodies contain '%' placeholders of RAISE.
     def forwards(apps, schema_editor):
-        with schema_editor.connection.cursor() as cursor:
-            for sql in create_sql(schema_editor.connection.vendor, rules):
+        connection = schema_editor.connection
+        with connection.cursor() as cursor:
+            for sql in create_sql(connection.vendor, rules, connection):
                 cursor.execute(sql)
 
     def backwards(apps, schema_editor):

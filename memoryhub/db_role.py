@@ -14,6 +14,10 @@ APPEND_ONLY_TABLES: dict[str, list[str] | None] = {
     "memoryhub_validationrecord": None,
     "memoryhub_lifecycleevent": None,
     "audit_auditentry": None,
+    # The purgeable text of the rows above: only its purge tombstone is ever written.
+    "audit_payload": ["body", "purged_by_id", "purged_at"],
+    # The chain head moves forward with each entry (the trigger refuses any other change).
+    "audit_auditchainhead": ["seq", "entry_hash"],
 }
 
 

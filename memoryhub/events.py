@@ -8,7 +8,6 @@ UPDATE on PostgreSQL; the IMMEDIATE transaction on SQLite) and updates the runni
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -183,41 +182,23 @@ def parse_batch(payload: Any) -> tuple[list[EventIn], int | None]:
     return events, expected_head
 
 
-def _existing_by_client_id(workflow: Workflow, ids: list[str]) -> dict[str, Event]:
-    """Stored events of this workflow among ``ids`` (idempotent re-sends), by client_event_id."""
-    if not ids:
-        return {}
-    fields = (
-        "client_event_id",
-        "seq",
-        "token_count",
-        "content_hash",
-        "kind",
-        "agent",
-        "tool_call_id",
-        "purged_at",
-    )
-    qs: Iterable[Event]
-    if connection.vendor == "postgresql":
-        # One array parameter instead of 1,000 placeholders: cheaper to build and to plan.
-        qs = Event.objects.raw(
-            f"SELECT id, {', '.join(fields)} FROM {Event._meta.db_table} "
-            "WHERE workflow_id = %s AND client_event_id = ANY(%s)",
-            [workflow.pk, ids],
-        )
-    else:
-        qs = Event.objects.filter(workflow=workflow, client_event_id__in=ids).only(*fields)
-    # Matched by client_event_id__in, so the id is never None here.
-    return {cast(str, e.client_event_id): e for e in qs}
+# What a re-send must repeat exactly. A purged event kept only its identity columns (content, facts
+# and refs are gone), so those are all a re-send of it can be compared on.
+RESEND_FIELDS = ("content_hash", "kind", "agent", "role", "tool_call_id", "side_effect", "facts", "refs")
+PURGED_RESEND_FIELDS = ("kind", "agent", "role", "tool_call_id", "side_effect")
 
 
-def _same_event(existing: Event, new: EventIn) -> bool:
-    return (
-        existing.content_hash == new.content_hash
-        and existing.kind == new.kind
-        and existing.agent == new.agent
-        and existing.tool_call_id == new.tool_call_id
-    ) or (existing.purged_at is not None and existing.kind == new.kind)
+def resend_differences(existing: Event, new: EventIn) -> list[str]:
+    """The fields in which a re-sent event differs from the stored one (empty: an exact re-send)."""
+    fields = PURGED_RESEND_FIELDS if existing.purged_at is not None else RESEND_FIELDS
+    differ = []
+    for name in fields:
+        stored, sent = getattr(existing, name), getattr(new, name)
+        if name in ("facts", "refs"):
+            stored, sent = stored or [], sent or []
+        if stored != sent:
+            differ.append("content" if name == "content_hash" else name)
+    return differ
 
 
 def append_events(
@@ -226,7 +207,8 @@ def append_events(
     """Append a batch atomically with gapless server-assigned seqs.
 
     Re-sending events whose client_event_id is already stored returns their original seqs and writes
-    nothing; the same id with different content is a 409. ``expected_head`` mismatch is a 409 that
+    nothing; the same id with any other content, facts, refs, kind, agent, role, tool_call_id or
+    side_effect is a 409 naming the fields (nothing of a batch is written). ``expected_head`` mismatch is a 409 that
     carries the current head.
     """
     encoding = workflow_encoding(workflow)
@@ -246,12 +228,14 @@ def append_events(
             }
         for i, event in enumerate(events):
             prior = existing.get(event.client_event_id or "")
-            if prior is not None and not _same_event(prior, event):
+            differ = resend_differences(prior, event) if prior is not None else []
+            if prior is not None and differ:
                 raise Conflict(
-                    f"events[{i}]: client_event_id {event.client_event_id!r} was already used for different "
-                    f"content (seq {prior.seq})",
+                    f"events[{i}]: client_event_id {event.client_event_id!r} was already used for a different "
+                    f"event (seq {prior.seq}; differs in {', '.join(differ)}): a re-send must be exact",
                     code="client_event_id_conflict",
                     seq=prior.seq,
+                    fields=differ,
                 )
         fresh = [e for e in events if not (e.client_event_id and e.client_event_id in existing)]
         if fresh and expected_head is not None and expected_head != wf.head_seq:

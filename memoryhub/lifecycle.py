@@ -673,6 +673,13 @@ def _swap(
             )
         if s.purged_by_id is not None:
             return refused("summary_purged", f"S{s.version} covers purged events and can never be served")
+        from audit.purge import purge_since  # purge imports lifecycle
+
+        if (late := purge_since(wf, s.source_purge_epoch, s.covers_to_seq)) is not None:
+            return refused(
+                "purged_since_read",
+                f"S{s.version} was computed before purge {late.purge_id} removed events it covers",
+            )
         if not is_rollback and prior is not None and s.covers_to_seq < prior.covers_to_seq:
             return refused(
                 "watermark_regression",

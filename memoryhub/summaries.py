@@ -248,12 +248,16 @@ def create_summary(
     excluded_categories: Iterable[str] = (),
     job: CompactionJob | None = None,
     claimed_hash: str | None = None,
+    source_purge_epoch: int | None = None,
     actor: Actor,
 ) -> Summary:
     """Store a new CANDIDATE version (next version number of the workflow).
 
     Raises InvalidInput with a precise reason for bad coverage, content shape, fact citations,
     compactor configuration or a client hash that does not match the canonical bytes.
+    ``source_purge_epoch`` is the workflow's purge epoch when the content's source events were read
+    (a compaction job passes it); a purge since then is a ``Conflict`` (``purged_since_read``),
+    checked under the workflow lock a purge also takes, so purged content is never stored.
     """
     from audit.log import record
 
@@ -294,6 +298,13 @@ def create_summary(
             .select_related("tenant", "active_summary")
             .get(pk=workflow.pk)
         )
+        if source_purge_epoch is not None and source_purge_epoch != wf.purge_epoch:
+            raise Conflict(
+                f"a purge landed after the source events were read (purge epoch {source_purge_epoch}, now "
+                f"{wf.purge_epoch}): the content may hold purged material and is not stored",
+                code="purged_since_read",
+                purge_epoch=wf.purge_epoch,
+            )
         check_coverage(wf, start, end)
         last = (
             Summary.objects.filter(workflow=wf).order_by("-version").values_list("version", flat=True).first()
@@ -309,6 +320,7 @@ def create_summary(
             covers_to_seq=end,
             source_revision=wf.head_seq,
             source_refs=refs,
+            source_purge_epoch=wf.purge_epoch,
             excluded_categories=excluded,
             content_schema=content.get("schema", SUMMARY_SCHEMA),
             content=text,

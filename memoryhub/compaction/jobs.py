@@ -56,6 +56,7 @@ SKIPPED = "skipped"  # a duplicate delivery: job finished, or another attempt ho
 LOST = "lost"  # the worker died (lease expired without a result); a later attempt took over
 RETRY = "retry"  # transient error, retried with backoff
 SUPERSEDED = "superseded"  # finished after its lease was taken over: result discarded
+DISCARDED_PURGED = "discarded_purged"  # a purge landed mid-job: its result is never stored/served
 
 
 def _conf(name: str, default: Any) -> Any:
@@ -299,6 +300,7 @@ def seconds_until_next_lease_expiry() -> float | None:
 class _Claim:
     job: CompactionJob
     attempt_id: str
+    note: str = ""  # why the attempt ended as it did (shown as the job's ``error``)
 
 
 def _iso(moment: datetime) -> str:
@@ -456,7 +458,14 @@ def run_job(job_id: int, task_id: str, *, retries_left: int = 0) -> str:
         )
         return "error"
     latency = int((time.monotonic() - started) * 1000)
-    _finish(job_id, claim.attempt_id, status=JobStatus.SUCCEEDED, outcome=outcome, latency_ms=latency)
+    _finish(
+        job_id,
+        claim.attempt_id,
+        status=JobStatus.SUCCEEDED,
+        outcome=outcome,
+        error=claim.note,
+        latency_ms=latency,
+    )
     return outcome
 
 
@@ -472,11 +481,15 @@ def _pipeline(claim: _Claim, actor: Actor) -> str:
             return produced
         summary = produced
     summary.refresh_from_db()
+    if summary.purged_by_id is not None:  # a purge scrubbed the candidate after it was stored
+        return _discard_purged(claim, actor, f"a purge scrubbed S{summary.version} before it was served")
     if summary.status == SummaryStatus.CANDIDATE:
         # Conflict: validated meanwhile (an earlier attempt or a reviewer): continue from its status.
         with contextlib.suppress(Conflict):
             lifecycle.validate(summary, actor)
         summary.refresh_from_db()
+        if summary.purged_by_id is not None:  # scrubbed while it was being validated
+            return _discard_purged(claim, actor, f"a purge scrubbed S{summary.version} before it was served")
     if summary.status == SummaryStatus.REJECTED:
         return "rejected"
     if summary.status == SummaryStatus.VALIDATED:
@@ -486,6 +499,8 @@ def _pipeline(claim: _Claim, actor: Actor) -> str:
         result = lifecycle.activate(summary, job.expected_revision or 0, actor)
         if result.applied:
             return "activated"
+        if result.code in PURGE_REFUSALS:
+            return _discard_purged(claim, actor, result.detail or str(result.code))
         # A newer activation landed since the job started: recorded as a stale attempt (or refused).
         return str(result.outcome)
     return "activated" if summary.status == SummaryStatus.ACTIVE else summary.status.lower()
@@ -501,6 +516,7 @@ def _compact_and_store(claim: _Claim, actor: Actor) -> Summary | str:
 
     job = claim.job
     workflow = Workflow.objects.select_related("active_summary", "tenant").get(pk=job.workflow_id)
+    read_epoch = workflow.purge_epoch  # before any source is read: a purge after this discards the result
     revision = job.source_revision
     active = workflow.active_summary
     if active is not None and active.covers_to_seq >= revision:
@@ -523,23 +539,63 @@ def _compact_and_store(claim: _Claim, actor: Actor) -> Summary | str:
             raise _AttemptSuperseded(claim.attempt_id)
         if locked.summary_id is not None:  # written by an attempt that died before finishing
             return locked.summary  # type: ignore[return-value]
-        summary = create_summary(
-            workflow,
-            content=result.content,
-            covers_from_seq=result.covers_from_seq,
-            covers_to_seq=result.covers_to_seq,
-            compactor=config,
-            source_refs=result.source_refs,
-            excluded_categories=result.excluded_categories,
-            job=locked,
-            claimed_hash=result.content_hash,
-            actor=actor,
+        try:
+            # Re-checks the purge epoch under the workflow lock a purge takes too (same transaction).
+            summary = create_summary(
+                workflow,
+                content=result.content,
+                covers_from_seq=result.covers_from_seq,
+                covers_to_seq=result.covers_to_seq,
+                compactor=config,
+                source_refs=result.source_refs,
+                excluded_categories=result.excluded_categories,
+                job=locked,
+                claimed_hash=result.content_hash,
+                source_purge_epoch=read_epoch,
+                actor=actor,
+            )
+        except Conflict as exc:
+            if exc.code != "purged_since_read":
+                raise
+            discarded = str(exc)
+        else:
+            locked.summary = summary
+            locked.tokens_in, locked.tokens_out, locked.cost_usd = result.tokens_in, result.tokens_out, cost
+            locked.save(update_fields=["summary", "tokens_in", "tokens_out", "cost_usd"])
+            job.summary = summary
+            return summary
+    return _discard_purged(claim, actor, discarded)
+
+
+PURGE_REFUSALS = frozenset({"summary_purged", "purged_since_read"})
+
+
+def _discard_purged(claim: _Claim, actor: Actor, detail: str) -> str:
+    """A purge won over this job: nothing of its result is served; record why and ask for a fresh
+    compaction of what remains (at the new purge epoch, so a new job)."""
+    from audit.log import record
+
+    job = claim.job
+    workflow = Workflow.objects.select_related("tenant").get(pk=job.workflow_id)
+    fresh: CompactionJob | None = None
+    with contextlib.suppress(InvalidInput):
+        fresh, _ = request_compaction(workflow, compactor=job.compactor, actor=actor)
+    claim.note = f"discarded: {detail}" + (f"; fresh compaction job {fresh.pk} requested" if fresh else "")
+    with transaction.atomic():
+        record(
+            workflow.tenant,
+            actor,
+            "compaction.discard",
+            ("compactionjob", job.pk),
+            {
+                "workflow": workflow.external_id,
+                "reason": DISCARDED_PURGED,
+                "detail": detail,
+                "purge_epoch": workflow.purge_epoch,
+                "fresh_job": fresh.pk if fresh else None,
+            },
         )
-        locked.summary = summary
-        locked.tokens_in, locked.tokens_out, locked.cost_usd = result.tokens_in, result.tokens_out, cost
-        locked.save(update_fields=["summary", "tokens_in", "tokens_out", "cost_usd"])
-    job.summary = summary
-    return summary
+    return DISCARDED_PURGED
 
 
 # -- presentation ----------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from .purgeable import PurgeablePayloadMixin, split_check
 from .tenancy import Tenant
 from .workflows import Workflow
 
@@ -44,6 +45,11 @@ class Summary(models.Model):
         help_text="Workflow head_seq when the candidate was written."
     )
     source_refs = models.JSONField(default=list, blank=True)
+    source_purge_epoch = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Workflow purge_epoch when the source events were read; a purge since then discards it.",
+    )
     excluded_categories = models.JSONField(default=list, blank=True)
     # 3. compactor configuration
     compactor_name = models.CharField(max_length=100)
@@ -103,15 +109,19 @@ class Summary(models.Model):
         return f"S{self.version}"
 
 
-class ValidationRecord(models.Model):
-    """One validator run over a summary (append-only). A waiver appends a new record."""
+class ValidationRecord(PurgeablePayloadMixin, models.Model):
+    """One validator run over a summary (append-only). A waiver appends a new record.
+
+    ``checks`` and ``reasons`` read and write like plain lists; the row keeps each check's shape
+    (name, passed, waived, numbers) and the text (details, reasons) lives in the purgeable payload.
+    """
 
     summary = models.ForeignKey(Summary, on_delete=models.PROTECT, related_name="validations")
     validator_version = models.CharField(max_length=50)
-    checks = models.JSONField(default=list)
+    check_shapes = models.JSONField(default=list, db_column="checks")
     mandatory_coverage = models.FloatField(default=1.0)
     passed = models.BooleanField()
-    reasons = models.JSONField(default=list, blank=True)
+    stored_reasons = models.JSONField(default=list, blank=True, db_column="reasons")
     waived_checks = models.JSONField(default=list, blank=True)
     waived_by = models.CharField(max_length=200, blank=True)
     actor = models.CharField(max_length=200, blank=True)
@@ -126,6 +136,39 @@ class ValidationRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.summary} {self.validator_version} {'pass' if self.passed else 'fail'}"
+
+    def payload_scope(self) -> tuple[int, int | None]:
+        summary = self.summary
+        return summary.tenant_id, summary.workflow_id
+
+    @property
+    def checks(self) -> list[dict]:
+        texts = self.payload_value("checks", None)
+        if texts is None:  # written before payloads: the column holds everything
+            return list(self.check_shapes)
+        if isinstance(texts, str):  # purged
+            return [dict(shape, detail=texts) for shape in self.check_shapes]
+        return [dict(shape, **text) for shape, text in zip(self.check_shapes, texts, strict=False)]
+
+    @checks.setter
+    def checks(self, value: list[dict]) -> None:
+        pairs = [split_check(c) for c in value or []]
+        self.check_shapes = [shape for shape, _ in pairs]
+        self._stage("checks", [text for _, text in pairs])
+
+    @property
+    def reasons(self) -> list[str]:
+        value = self.payload_value("reasons", None)
+        if value is None:
+            return list(self.stored_reasons)
+        if isinstance(value, str):  # purged
+            return [value]
+        return list(value)
+
+    @reasons.setter
+    def reasons(self, value: list[str]) -> None:
+        self.stored_reasons = []
+        self._stage("reasons", list(value or []))
 
 
 class LifecycleAction(models.TextChoices):
@@ -146,8 +189,11 @@ class LifecycleResult(models.TextChoices):
     REFUSED = "refused"
 
 
-class LifecycleEvent(models.Model):
-    """Append-only history of every status change and every activation attempt, applied or not."""
+class LifecycleEvent(PurgeablePayloadMixin, models.Model):
+    """Append-only history of every status change and every activation attempt, applied or not.
+
+    ``reason`` reads and writes like a plain string; its text lives in the purgeable payload.
+    """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
     workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="lifecycle_events")
@@ -159,7 +205,7 @@ class LifecycleEvent(models.Model):
     actor = models.CharField(max_length=200)
     actor_kind = models.CharField(max_length=16, blank=True)  # user | api_key | worker | system
     task_attempt_id = models.CharField(max_length=200, blank=True)
-    reason = models.TextField(blank=True)
+    stored_reason = models.TextField(blank=True, db_column="reason")
     expected_revision = models.PositiveBigIntegerField(null=True, blank=True)
     observed_revision = models.PositiveBigIntegerField(null=True, blank=True)
     prior_active_summary = models.ForeignKey(
@@ -179,3 +225,15 @@ class LifecycleEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.summary} {self.action} {self.result}"
+
+    def payload_scope(self) -> tuple[int, int | None]:
+        return self.tenant_id, self.workflow_id
+
+    @property
+    def reason(self) -> str:
+        return self.payload_value("reason", self.stored_reason)
+
+    @reason.setter
+    def reason(self, value: str) -> None:
+        self.stored_reason = ""
+        self._stage("reason", value or "")

@@ -29,7 +29,8 @@ def add_entries(tenant, n: int, action: str = "policy.update") -> None:
 
 @contextmanager
 def append_only_off():
-    """Switch the audit table's append-only trigger off for raw tampering (test transaction only)."""
+    """Switch the audit tables' append-only triggers off for raw tampering, as a table owner who
+    drops them could (test transaction only)."""
     with connection.cursor() as cur:
         if connection.vendor == "sqlite":
             cur.execute("INSERT INTO memoryhub_append_only_bypass (id) VALUES (1)")
@@ -37,6 +38,8 @@ def append_only_off():
             # Deferred FK checks queued by this test's inserts would block ALTER TABLE: run them now.
             cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
             cur.execute("ALTER TABLE audit_auditentry DISABLE TRIGGER audit_auditentry_append_only")
+            cur.execute("ALTER TABLE audit_auditchainhead DISABLE TRIGGER audit_auditchainhead_append_only")
+            cur.execute("ALTER TABLE audit_payload DISABLE TRIGGER audit_payload_append_only")
     try:
         yield
     finally:
@@ -46,6 +49,9 @@ def append_only_off():
             else:
                 cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
                 cur.execute("ALTER TABLE audit_auditentry ENABLE TRIGGER audit_auditentry_append_only")
+                cur.execute(
+                    "ALTER TABLE audit_auditchainhead ENABLE TRIGGER audit_auditchainhead_append_only"
+                )
                 cur.execute("SET CONSTRAINTS ALL DEFERRED")
 
 
@@ -92,7 +98,7 @@ def test_edited_data_with_recomputed_hash_is_detected_by_the_next_entry(chain):
     from audit.log import compute_entry_hash
 
     entry = AuditEntry.objects.get(tenant=chain, seq=4)
-    entry.data = {"i": 999}
+    entry.chained_data = {"i": 999}
     new_hash = compute_entry_hash(entry)
     raw(
         "UPDATE audit_auditentry SET data = %s, entry_hash = %s WHERE tenant_id = %s AND seq = 4",
@@ -149,7 +155,8 @@ def test_truncation_with_rewritten_head_is_caught_by_a_checkpoint(chain):
     last = checkpoint["seq"]
     raw("DELETE FROM audit_auditentry WHERE tenant_id = %s AND seq >= %s", [chain.pk, last - 2])
     kept = AuditEntry.objects.get(tenant=chain, seq=last - 3)
-    AuditChainHead.objects.filter(tenant=chain).update(seq=kept.seq, entry_hash=kept.entry_hash)
+    with append_only_off():  # the head only moves forward unless its trigger is dropped too
+        AuditChainHead.objects.filter(tenant=chain).update(seq=kept.seq, entry_hash=kept.entry_hash)
     assert verify_chain(chain)["ok"] is True  # without the checkpoint the cut is invisible
     result = verify_chain(chain, checkpoint)
     assert (result["ok"], result["problem"], result["first_bad_seq"]) == (False, "truncated", last - 2)
@@ -180,7 +187,8 @@ def test_command_exports_and_checks_a_checkpoint(chain, tmp_path, capsys):
     assert "acme: OK" in capsys.readouterr().out
     call_command("audit_verify", "--tenant", "acme", "--checkpoint", str(path))
     raw("DELETE FROM audit_auditentry WHERE tenant_id = %s AND seq = %s", [chain.pk, saved["seq"]])
-    AuditChainHead.objects.filter(tenant=chain).update(seq=saved["seq"] - 1)
+    with append_only_off():
+        AuditChainHead.objects.filter(tenant=chain).update(seq=saved["seq"] - 1)
     with pytest.raises(CommandError) as exc:
         call_command("audit_verify", "--tenant", "acme", "--checkpoint", str(path))
     assert exc.value.returncode != 0

@@ -191,8 +191,11 @@ def test_after_a_purge_no_output_returns_the_purged_content(incident, alice):
         incident, {"artifact_id": "T-77", "kind": "report", "produced_by": {"model_call_id": "call-1"}}, ACTOR
     )
     investigate(artifact, "Jane Roe", ACTOR)
+    derived_records(incident)
     before = "\n".join(_all_outputs(alice, "refunds-7"))
     assert "Jane Roe" in before  # the crawl really reaches the content
+    for record_text in derived_texts(incident):  # ... and each derived record quotes it
+        assert "jane" in record_text.lower(), record_text[:300]
     r = alice.api.post(
         "/api/v1/workflows/refunds-7/purge/",
         {"subject": "customer:jane-roe", "reason": "erasure"},
@@ -207,6 +210,61 @@ def test_after_a_purge_no_output_returns_the_purged_content(incident, alice):
     assert "unavailable: purged by " + r.json()["purge_id"] in after
     inv = Investigation.objects.get()
     assert "Jane Roe" not in json.dumps(inv.evidence) and inv.fact == "[purged]"
+    # The records themselves (append-only rows read through their payloads) hold no purged text.
+    for record_text in derived_texts(incident):
+        for needle in ("jane roe", "555-0142", "ch_8812", "customer:jane-roe"):
+            assert needle not in record_text.lower(), (needle, record_text[:300])
+    # Tombstoned payloads keep their digests: the audit chain still verifies after the purge.
+    from audit.verify import verify_chain
+
+    assert verify_chain(incident.tenant)["ok"] is True
+
+
+def derived_records(workflow) -> None:
+    """Records derived from the secret: a candidate rejected by the validator whose check details
+    quote the purged fact key and text, a reviewer's rejection reason quoting it (lifecycle event +
+    audit entry), and a quarantine reason."""
+    from memoryhub.summaries import create_summary
+
+    fact = {"key": "customer:jane-roe", "kind": "issue", "text": SECRET, "state": "open", "source_seqs": [2]}
+    rejected = create_summary(
+        workflow,
+        content={"schema": "memoryhub.summary/v1", "narrative": "n", "facts": [fact]},
+        covers_from_seq=1,
+        covers_to_seq=workflow.head_seq,
+        compactor={"name": "manual"},
+        actor=ACTOR,
+    )
+    lifecycle.validate(rejected, ACTOR)
+    rejected.refresh_from_db()
+    assert rejected.status == SummaryStatus.REJECTED
+    other = create_summary(
+        workflow,
+        content={"schema": "memoryhub.summary/v1", "narrative": "a clean retelling", "facts": []},
+        covers_from_seq=1,
+        covers_to_seq=workflow.head_seq,
+        compactor={"name": "manual"},
+        actor=ACTOR,
+    )
+    lifecycle.reject(
+        other, Actor.user("bob"), "duplicate of Jane Roe's dispute ch_8812 (call her on 555-0142)"
+    )
+
+
+def derived_texts(workflow) -> list[str]:
+    """Every validation record, lifecycle event and audit entry of the workflow's tenant, as text."""
+    from memoryhub.models import LifecycleEvent, ValidationRecord
+
+    texts = [
+        json.dumps({"checks": v.checks, "reasons": v.reasons})
+        for v in ValidationRecord.objects.filter(summary__workflow=workflow)
+        if any(not c["passed"] for c in v.checks)
+    ]
+    texts += [e.reason for e in LifecycleEvent.objects.filter(workflow=workflow, action="reject")]
+    texts += [
+        json.dumps(e.data) for e in AuditEntry.objects.filter(tenant=workflow.tenant, action="summary.reject")
+    ]
+    return texts
 
 
 def test_lifecycle_cannot_reactivate_a_scrubbed_summary(incident, alice):
@@ -219,3 +277,33 @@ def test_lifecycle_cannot_reactivate_a_scrubbed_summary(incident, alice):
     assert not result.applied and result.code == "summary_purged"
     incident.refresh_from_db()
     assert incident.active_summary_id != scrubbed.pk
+
+
+def test_open_tool_calls_and_pending_side_effects_forget_ids_that_quote_purged_content(tenant, alice):
+    wf = make_workflow(tenant, "ids-1")
+    append(
+        wf,
+        [
+            event(1),
+            event(
+                2,
+                kind="tool_call",
+                content="look up customer:jane-roe",
+                tool_call_id="lookup-customer:jane-roe",
+                side_effect="pending",
+                refs=["customer:jane-roe"],
+            ),
+            event(3, kind="tool_call", tool_call_id="call-plain", side_effect="pending"),
+        ],
+    )
+    wf.refresh_from_db()
+    assert "lookup-customer:jane-roe" in wf.open_tool_calls
+    r = alice.api.post(
+        "/api/v1/workflows/ids-1/purge/", {"subject": "customer:jane-roe", "reason": "erasure"}, format="json"
+    )
+    assert r.status_code == 201 and r.json()["seqs"] == [2]
+    wf.refresh_from_db()
+    # Counts (what trigger guards read) are kept; the content-quoting id is gone, the plain one stays.
+    assert wf.open_tool_calls == ["purged-seq-2", "call-plain"]
+    assert wf.pending_side_effects == ["purged-seq-2", "call-plain"]
+    assert "jane-roe" not in alice.api.get("/api/v1/workflows/ids-1/").content.decode()

@@ -116,6 +116,12 @@ def test_summary_retention_scrubs_content_and_moves_the_pointer(tenant, alice):
     assert summary.purged_by is not None and "message number" not in summary.content
     wf.refresh_from_db()
     assert wf.active_summary_id is None
+    # The text of the records about the expired summary expired with it (payloads, digests kept).
+    marker = f"unavailable: purged by {summary.purged_by.purge_id}"
+    checks = summary.validations.get().checks
+    assert checks and all(c["detail"].startswith(marker) for c in checks)
+    created = AuditEntry.objects.get(action="summary.create", object_id=summary.summary_id)
+    assert created.payload_id is None or created.payload.purged_by_id == summary.purged_by_id
 
 
 def test_retention_sweep_task_is_registered():

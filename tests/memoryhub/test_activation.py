@@ -349,7 +349,7 @@ def _assert_mix(workflows: list[Workflow], counts: Counter, expected_actions: in
     applied_by_callers = counts["activate:applied"] + counts["rollback:applied"]
     explicit = LifecycleEvent.objects.filter(
         workflow__in=workflows, action__in=["activate", "rollback"], result="applied"
-    ).exclude(reason__startswith="automatic fallback")
+    ).exclude(payload__body__reason__startswith="automatic fallback")  # reason text lives in the payload
     assert explicit.count() == applied_by_callers
     stale_rows = LifecycleEvent.objects.filter(workflow__in=workflows, result="stale").count()
     assert stale_rows == counts["activate:stale"] + counts["rollback:stale"]

@@ -407,7 +407,7 @@ def test_every_lifecycle_event_has_an_audit_entry(tenant):
     lifecycle_count = LifecycleEvent.objects.filter(workflow=wf).count()
     audit = AuditEntry.objects.filter(action__startswith="summary.").exclude(action="summary.create")
     assert audit.count() == lifecycle_count
-    assert set(audit.values_list("data__lifecycle_event", flat=True)) == set(
+    assert set(audit.values_list("chained_data__lifecycle_event", flat=True)) == set(
         LifecycleEvent.objects.filter(workflow=wf).values_list("id", flat=True)
     )
 

@@ -1,7 +1,8 @@
 """Django's flush, able to clear append-only tables on SQLite (tests' transactional teardown).
 
 On SQLite flush uses DELETE FROM, which the append-only triggers refuse; the bypass row lifts them
-for the duration of the flush only. PostgreSQL's flush uses TRUNCATE and needs no bypass.
+for the duration of the flush only. PostgreSQL's flush uses TRUNCATE, which the append-only tables
+refuse too: it runs with ``session_replication_role = replica`` (superuser only).
 """
 
 from django.core.management.commands.flush import Command as FlushCommand
@@ -13,6 +14,16 @@ from memoryhub.append_only import BYPASS_TABLE
 class Command(FlushCommand):
     def handle(self, **options):
         connection = connections[options.get("database") or "default"]
+        if connection.vendor == "postgresql":
+            # The append-only tables refuse TRUNCATE by trigger; a superuser's replica role skips
+            # ordinary triggers (only a superuser may set it: the application role cannot).
+            with connection.cursor() as cursor:
+                cursor.execute("SET session_replication_role = replica")
+            try:
+                return super().handle(**options)
+            finally:
+                with connection.cursor() as cursor:
+                    cursor.execute("RESET session_replication_role")
         if connection.vendor != "sqlite":
             return super().handle(**options)
         with connection.cursor() as cursor:
