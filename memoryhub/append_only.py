@@ -153,6 +153,17 @@ def _columns(connection: Any, table: str) -> set[str] | None:
         return {c.name for c in connection.introspection.get_table_description(cursor, table)}
 
 
+def _partitions(connection: Any, table: str) -> list[str]:
+    """The partitions of ``table`` (PostgreSQL; none for a plain table)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = to_regclass(%s)",
+            [table],
+        )
+        return [name for (name,) in cursor.fetchall()]
+
+
 def create_sql(vendor: str, rules: dict[str, str | None], connection: Any = None) -> list[str]:
     """Trigger DDL for ``rules``. With ``connection`` the rules are fitted to the tables' columns.
 
@@ -181,10 +192,15 @@ def create_sql(vendor: str, rules: dict[str, str | None], connection: Any = None
                 f"DROP TRIGGER IF EXISTS {table}_append_only ON {table};",
                 f"""CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table}
                     FOR EACH ROW EXECUTE FUNCTION {table}_append_only();""",
-                f"DROP TRIGGER IF EXISTS {table}_no_truncate ON {table};",
-                f"""CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table}
-                    FOR EACH STATEMENT EXECUTE FUNCTION {table}_append_only();""",
             ]
+            # Row triggers are cloned onto a partitioned table's partitions; statement triggers are
+            # not, so each partition refuses TRUNCATE by itself too (memoryhub/partitioning.py).
+            for target in [table, *_partitions(connection, table)]:
+                statements += [
+                    f"DROP TRIGGER IF EXISTS {table}_no_truncate ON {target};",
+                    f"""CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {target}
+                        FOR EACH STATEMENT EXECUTE FUNCTION {table}_append_only();""",
+                ]
     elif vendor == "sqlite":
         statements.append(f"CREATE TABLE IF NOT EXISTS {BYPASS_TABLE} (id integer primary key)")
         no_bypass = f"NOT EXISTS (SELECT 1 FROM {BYPASS_TABLE})"

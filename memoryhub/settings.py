@@ -115,7 +115,7 @@ if env("DATABASE_REPLICA_URL", default=""):
     DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
     DATABASE_ROUTERS = ["memoryhub.db_router.ReplicaRouter"]
 # PostgreSQL: the event table is PARTITION BY HASH (workflow_id) with this many partitions, set
-# when migration 0013 runs (0 = one plain table). See memoryhub/partitioning.py.
+# when migration 0017 runs (0 = one plain table). See memoryhub/partitioning.py.
 MEMORYHUB_EVENT_PARTITIONS = env.int("MEMORYHUB_EVENT_PARTITIONS", default=16)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 IS_POSTGRES = DATABASES["default"]["ENGINE"].endswith("postgresql")

@@ -9,7 +9,7 @@ from memoryhub.append_only import AUDIT_RULES, migration_operation
 class Migration(migrations.Migration):
     dependencies = [
         ("audit", "0003_purge_epoch_and_guards"),
-        ("memoryhub", "0013_purge_source_epoch_and_guards"),
+        ("memoryhub", "0015_purge_source_epoch_and_guards"),
     ]
 
     operations = [

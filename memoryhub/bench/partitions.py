@@ -1,6 +1,6 @@
 """Partitioned vs plain event table, side by side in one run (PostgreSQL).
 
-The database under test has the partitioned layout (migration 0013). The bench copies every event
+The database under test has the partitioned layout (migration 0017). The bench copies every event
 into a plain table of the same shape — same indexes, foreign keys and append-only trigger — in a
 schema of its own, ``bench_plain``, and starts a second server whose ``search_path`` puts that
 schema first: its queries read and write the plain table, everything else is shared. Requests

@@ -14,6 +14,6 @@ def create_cache_table(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("memoryhub", "0013_scale_partition_events")]
+    dependencies = [("memoryhub", "0012_workflow_source")]
 
     operations = [migrations.RunPython(create_cache_table, migrations.RunPython.noop, elidable=False)]

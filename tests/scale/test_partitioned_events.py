@@ -1,4 +1,4 @@
-"""On PostgreSQL the event table is PARTITION BY HASH (workflow_id) (migration 0013): every index,
+"""On PostgreSQL the event table is PARTITION BY HASH (workflow_id) (migration 0017): every index,
 constraint and trigger holds on every partition, a workflow's reads touch one partition, and the
 conversion is reversible without losing a row. (The append-only and purge suites run against the
 same partitioned table in CI's PostgreSQL run.)"""
@@ -140,3 +140,17 @@ def test_the_conversion_is_reversible_without_losing_a_row(workflows):
     # New rows continue the id sequence.
     append(workflows[0], [event(6, client_event_id="p0-6")])
     assert Event.objects.get(workflow=workflows[0], seq=6).pk > max(row[0] for row in before)
+
+
+def test_neither_the_table_nor_any_partition_can_be_truncated(workflows):
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no deferred FK checks pending from the fixture
+        targets = [TABLE, *partition_names(cursor)]
+    for target in targets:
+        with (
+            pytest.raises(DatabaseError, match="append-only"),
+            transaction.atomic(),
+            connection.cursor() as cursor,
+        ):
+            cursor.execute(f"TRUNCATE {target}")
+    assert Event.objects.filter(workflow__in=workflows).count() == 30

@@ -16,7 +16,7 @@ def reinstall(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memoryhub", "0012_workflow_source"),
+        ("memoryhub", "0014_accounts_apikey_creator"),
     ]
 
     operations = [

@@ -9,7 +9,7 @@ from memoryhub.append_only import UPDATE_RULES, migration_operation
 class Migration(migrations.Migration):
     dependencies = [
         ("audit", "0004_purge_payloads"),
-        ("memoryhub", "0013_purge_source_epoch_and_guards"),
+        ("memoryhub", "0015_purge_source_epoch_and_guards"),
     ]
 
     operations = [

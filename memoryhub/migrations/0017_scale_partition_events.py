@@ -25,5 +25,5 @@ def backwards(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("memoryhub", "0012_workflow_source")]
+    dependencies = [("memoryhub", "0016_purge_payloads")]
     operations = [migrations.RunPython(forwards, backwards)]
