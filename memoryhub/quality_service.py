@@ -44,9 +44,7 @@ class Estimate:
 
 def parse_estimate(raw: Any, model: Any, where: str, *, index: int | None = None) -> Estimate | None:
     """A client's own token count (``None`` when absent); 400 on anything but a whole number ≥ 0."""
-    if raw is None:
-        if model is not None:
-            raise _bad(where, f"{where}_model is given without {where}", index)
+    if raw is None:  # a model name alone records nothing
         return None
     if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0 or raw > 2**53:
         raise _bad(where, "must be a whole number of tokens ≥ 0", index)
