@@ -428,3 +428,19 @@ def test_summary_json_accepts_a_salient_block_and_rejects_a_bad_one(api, tenant)
     )
     assert bad.status_code == 400 and bad.json()["error"] == "invalid_content"
     assert json.loads(Summary.objects.get(workflow=wf).content)["salient"] == {"paths": ["/payments"]}
+
+
+def test_decay_chart_is_valid_plotly_with_one_line_per_class():
+    import plotly.graph_objects as go
+
+    from memoryhub import figures
+
+    fig = figures.decay_curve(
+        [1, 2, 3], {"facts": [1.0, 1.0, 0.5], "paths": [1.0, 0.25, None]}, q.CLASS_LABELS
+    )
+    go.Figure(fig)  # attribute names checked by plotly itself
+    assert [t["name"] for t in fig["data"]] == ["Structured facts", "File paths"]
+    assert fig["data"][1]["y"] == [100.0, 25.0, None] and fig["data"][1]["x"] == ["S1", "S2", "S3"]
+    empty = figures.decay_curve([1], {}, q.CLASS_LABELS)
+    go.Figure(empty)
+    assert empty["layout"]["annotations"][0]["text"].startswith("No summary versions")
