@@ -70,6 +70,17 @@ DEFAULT_RULES: list[dict] = [
         "window_minutes": 15,
     },
     {
+        # A model call over the safe budget with no compaction requested or running: the
+        # trigger never fired (a framework's own auto-compact that silently stopped, say).
+        "name": "Missed compaction",
+        "metric": "missed_compaction",
+        "aggregation": "sum",
+        "comparator": Comparator.GT,
+        "warning_threshold": None,
+        "critical_threshold": 0,
+        "window_minutes": 60,
+    },
+    {
         "name": "Overflow incidents",
         "metric": "overflow_incidents",
         "aggregation": "sum",

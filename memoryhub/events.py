@@ -19,6 +19,7 @@ from memoryhub.canonical import hash_text
 from memoryhub.errors import Conflict, InvalidInput, PayloadTooLarge
 from memoryhub.facts import FACT_KINDS, FACT_STATES
 from memoryhub.models import Event, EventKind, SideEffect, Workflow
+from memoryhub.quality_service import Estimate, parse_estimate, record_event_estimates
 from memoryhub.tokens import count_many
 from memoryhub.workflows import workflow_encoding
 
@@ -32,6 +33,8 @@ EVENT_FIELDS = {
     "facts",
     "refs",
     "side_effect",
+    "token_estimate",  # the client's own token count of ``content`` (drift is recorded)
+    "token_estimate_model",  # the model that count was made for (default: the policy's)
 }
 KINDS = frozenset(str(k) for k in EventKind.values)
 SIDE_EFFECTS = frozenset(str(s) for s in SideEffect.values)
@@ -51,6 +54,7 @@ class EventIn:
     side_effect: str = SideEffect.NONE
     content_hash: str = ""
     token_count: int = 0
+    estimate: Estimate | None = None
 
 
 @dataclass
@@ -146,6 +150,11 @@ def parse_event(raw: Any, index: int, max_chars: int | None = None) -> EventIn:
         facts=_parse_facts(raw.get("facts"), index) if raw.get("facts") is not None else [],
         refs=list(refs),
         side_effect=side_effect,
+        estimate=parse_estimate(
+            raw.get("token_estimate"), raw.get("token_estimate_model"), "token_estimate", index=index
+        )
+        if "token_estimate" in raw or "token_estimate_model" in raw
+        else None,
     )
 
 
@@ -274,6 +283,11 @@ def append_events(
             _track_open_items(event, seq, open_calls, pending)
         if rows:
             _insert_rows(rows)
+            estimated = [
+                (row[1], e.estimate, e.token_count) for e, row in zip(fresh, rows, strict=True) if e.estimate
+            ]
+            if estimated:
+                record_event_estimates(wf, estimated, _policy_model(wf))
             added_tokens = cum - wf.total_tokens
             Workflow.objects.filter(pk=wf.pk).update(
                 head_seq=seq,
@@ -299,6 +313,12 @@ def append_events(
                 }
             )
     return AppendResult(events=result, head_seq=wf.head_seq, total_tokens=wf.total_tokens, written=len(rows))
+
+
+def _policy_model(workflow: Workflow) -> str:
+    from triggers.services import policy_for  # triggers sits above memoryhub's primitives
+
+    return policy_for(workflow).model
 
 
 def _json_list(value: list | None) -> str:

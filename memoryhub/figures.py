@@ -338,3 +338,46 @@ def to_json(figure: Figure) -> str:
 def point_count(figure: Figure) -> int:
     """How many points the figure's traces carry (a chart with 0 points shows its empty state)."""
     return sum(len(trace.get("x") or ()) for trace in figure.get("data", ()))
+
+
+# The decay chart's palette: one colour per salient class (and facts), stable across pages.
+DECAY_COLORS = {
+    "facts": ACCENT,
+    "identifiers": PURPLE,
+    "paths": OK,
+    "urls": "#2b8a9e",
+    "numbers": WARN,
+    "status_codes": BAD,
+    "commands": MUTED,
+}
+
+
+def decay_curve(
+    versions: Sequence[int], curve: dict[str, Sequence[float | None]], labels: dict[str, str]
+) -> Figure:
+    """Summary-of-summary decay: the share of S1's salient content each later version still
+    holds, one line per class (facts, identifiers, paths …) over S1, S2, S3 …."""
+    x = [f"S{v}" for v in versions]
+    data = [
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": labels.get(name, name),
+            "x": x,
+            "y": [None if v is None else round(v * 100, 1) for v in shares],
+            "line": {"color": DECAY_COLORS.get(name, MUTED), "width": 2},
+            "marker": {"size": 7},
+            "hovertemplate": "%{x}: %{y:.1f}% of S1's " + labels.get(name, name).lower() + "<extra></extra>",
+        }
+        for name, shares in curve.items()
+    ]
+    first = f"S{versions[0]}" if versions else "S1"
+    layout = _layout(f"Retention of {first}'s salient content across versions", y_title="% still present")
+    layout["yaxis"]["range"] = [0, 105]
+    layout["yaxis"]["rangemode"] = "normal"
+    layout["showlegend"] = True
+    layout["legend"] = {"orientation": "h", "y": -0.25, "x": 0}
+    layout["margin"]["b"] = 70
+    if not data:
+        layout["annotations"] = [_empty_note("No summary versions with salient content yet")]
+    return {"data": data, "layout": layout}

@@ -40,7 +40,7 @@ from django.db.models import (
     Value,
 )
 from django.db.models.expressions import CombinedExpression
-from django.db.models.functions import Cast, Coalesce, NullIf, Trunc
+from django.db.models.functions import Abs, Cast, Coalesce, NullIf, Trunc
 from django.utils import timezone
 
 from audit.models import Investigation
@@ -56,6 +56,7 @@ from memoryhub.models import (
     Summary,
     SummaryStatus,
     Tenant,
+    TokenEstimate,
     TraceFlag,
     ValidationRecord,
     Workflow,
@@ -192,6 +193,20 @@ METRICS: dict[str, MetricDef] = dict(
             COUNTER,
             "traces",
             "Consumer reads of a summary that was not validated.",
+        ),
+        _m(
+            "missed_compaction",
+            COUNTER,
+            "traces",
+            "Model calls made while the history was over the safe budget with no compaction "
+            "requested or running (a trigger that should have fired).",
+        ),
+        _m(
+            "token_estimate_drift",
+            MEAN,
+            "ratio",
+            "Mean |client estimate − exact count| / exact count of the token estimates clients sent "
+            "with events and trigger calls (0.22 = a counter 22% off).",
         ),
     ]
 )
@@ -466,6 +481,16 @@ def quality_floor() -> float:
     return float(getattr(settings, "MEMORYHUB_QUALITY_FLOOR", 0.5))
 
 
+def _missed_compaction(tenant, since, until, prefix) -> float:
+    qs = _flagged(_traces(tenant, since, until, prefix)).filter(_has_flag(TraceFlag.MISSED_COMPACTION))
+    return float(qs.count())
+
+
+def _token_estimate_drift(tenant, since, until, prefix) -> float | None:
+    qs = _prefix(_window(TokenEstimate.objects.filter(tenant=tenant), "at", since, until), prefix)
+    return _float(qs.aggregate(v=Avg(Abs("drift")))["v"])
+
+
 def _quality_regressions(tenant, since, until, prefix) -> float:
     previous = (
         Artifact.objects.filter(workflow=OuterRef("workflow"), quality_score__isnull=False)
@@ -509,6 +534,8 @@ _COMPUTERS: dict[str, Computer] = {
     "fallback_retrievals": _fallback_retrievals,
     "quality_regressions": _quality_regressions,
     "unvalidated_consumptions": _unvalidated_consumptions,
+    "missed_compaction": _missed_compaction,
+    "token_estimate_drift": _token_estimate_drift,
 }
 assert set(_COMPUTERS) == set(METRICS), "every metric needs exactly one computer"
 

@@ -173,10 +173,11 @@ MEMORYHUB_MODEL_PRICES = {
     "gpt-4.1": (2.00, 8.00),
     "gpt-4o-mini": (0.15, 0.60),
     "extractive-v1": (0.0, 0.0),
+    "extractive-v2": (0.0, 0.0),
 }
 
 # --- Compaction jobs ---------------------------------------------------------------------
-MEMORYHUB_DEFAULT_COMPACTOR = env("MEMORYHUB_DEFAULT_COMPACTOR", default="extractive-v1")
+MEMORYHUB_DEFAULT_COMPACTOR = env("MEMORYHUB_DEFAULT_COMPACTOR", default="extractive-v2")
 # A RUNNING attempt whose worker went silent this long is taken over by the next delivery.
 MEMORYHUB_COMPACTION_LEASE_SECONDS = env.float("MEMORYHUB_COMPACTION_LEASE_SECONDS", default=600)
 MEMORYHUB_COMPACTION_MAX_DELIVERIES = env.int("MEMORYHUB_COMPACTION_MAX_DELIVERIES", default=5)

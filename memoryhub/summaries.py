@@ -32,11 +32,13 @@ from memoryhub.models import (
     ValidationRecord,
     Workflow,
 )
+from memoryhub.quality import TOKEN_CLASSES
 from memoryhub.tokens import count_tokens
 from memoryhub.workflows import workflow_encoding
 
 SUPPORTED_SCHEMAS = frozenset({SUMMARY_SCHEMA})
-CONTENT_FIELDS = frozenset({"schema", "narrative", "facts", "open_items"})
+# "salient": optional {class: [token]} of identifiers, paths, numbers… kept verbatim (extractive-v2).
+CONTENT_FIELDS = frozenset({"schema", "narrative", "facts", "open_items", "salient"})
 FACT_FIELDS = frozenset({"key", "kind", "text", "state", "source_seqs"})
 COMPACTOR_FIELDS = {
     # API name -> Summary column
@@ -192,6 +194,16 @@ def check_content(content: Any, start: int, end: int) -> dict[str, Any]:
             raise _bad(
                 f"content.open_items[{i}]", "must be a fact key or an object with a 'key'", "invalid_content"
             )
+    salient = content.get("salient", {})
+    if not isinstance(salient, dict) or not all(
+        name in TOKEN_CLASSES and isinstance(tokens, list) and all(isinstance(t, str) for t in tokens)
+        for name, tokens in salient.items()
+    ):
+        raise _bad(
+            "content.salient",
+            f"must be an object of class ({', '.join(TOKEN_CLASSES)}) → list of strings",
+            "invalid_content",
+        )
     try:
         json.dumps(content, allow_nan=False)
     except ValueError as exc:

@@ -10,7 +10,9 @@ went wrong — those flags feed the alerts:
 * ``tail_loss`` — summary watermark + consumed tail stopped short of the head at read time;
 * ``missing_provenance`` — no context_id or manifest_hash to tie the call to a read;
 * ``context_mismatch`` — the signed read says another workflow/summary, or the manifest differs;
-* ``fallback_retrieval`` — the consumer sent a targeted retrieval instead of summary + tail.
+* ``fallback_retrieval`` — the consumer sent a targeted retrieval instead of summary + tail;
+* ``missed_compaction`` — the history was over the policy's safe budget at this call and no
+  compaction was requested or running (a trigger that should have fired).
 
 Both records are idempotent: the same model_call_id (per workflow) or artifact_id (per tenant)
 sent again with the same data returns the stored row; with different data it is a 409.
@@ -30,6 +32,7 @@ from memoryhub.canonical import hash_value
 from memoryhub.context import parse_context_id, recompute_manifest_hash
 from memoryhub.errors import Conflict, InvalidInput
 from memoryhub.models import Artifact, ConsumerTrace, Summary, SummaryStatus, TraceFlag, Workflow
+from memoryhub.quality_service import missed_compaction
 
 VALIDATED_STATUSES = {SummaryStatus.VALIDATED, SummaryStatus.ACTIVE, SummaryStatus.SUPERSEDED}
 HASH_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -248,6 +251,8 @@ def record_trace(workflow: Workflow, data: Any, actor: Actor) -> tuple[ConsumerT
         flags.append(TraceFlag.MISSING_PROVENANCE)
     if trace_in.fallback_reason:
         flags.append(TraceFlag.FALLBACK_RETRIEVAL)
+    if missed_compaction(workflow):
+        flags.append(TraceFlag.MISSED_COMPACTION)
     flags = list(dict.fromkeys(str(f) for f in flags))
 
     try:

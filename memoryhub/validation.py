@@ -1,6 +1,17 @@
 """The summary validator (pure Python, no Django): versioned rules over bytes and source events.
 
 ``validate_summary`` runs every check and never stops early, so a rejection lists every reason.
+Two rule sets exist and both stay runnable so a recorded outcome can be reproduced:
+
+* ``rules-5`` — structured facts only (integrity, schema, coverage, tool pairs, mandatory facts,
+  groundedness, open issues, budget, secrets). The seed incident's S3 passed it although the 401
+  requirement was gone: that requirement lived in free text.
+* ``rules-6`` — rules-5 plus ``salient_retention`` (identifiers, paths, URLs, numbers, status
+  codes and commands of the covered events, kept per class above the policy's floors),
+  ``mandatory_events`` (requirement/approval/decision events not superseded later) and
+  ``fabricated`` (salient tokens that appear in no covered event or prior summary). See
+  ``memoryhub.quality``. It is the policy default for new compactions.
+
 The Django layer stores the outcome as a ValidationRecord and moves the summary to VALIDATED or
 REJECTED; a reviewer may later waive named failed checks with ``apply_waivers``.
 """
@@ -13,13 +24,19 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from memoryhub import quality as q
 from memoryhub.canonical import canonical_bytes, sha256_hex
 from memoryhub.compaction.secret_scan import find_secrets
 from memoryhub.compaction.tokens import DEFAULT_ENCODING, count_json_tokens, count_tokens
 from memoryhub.compaction.types import SUMMARY_SCHEMA, SourceEvent
 from memoryhub.facts import is_mandatory
+from memoryhub.quality import RULES_5, RULES_6, QualitySettings, SourceIndex
 
-VALIDATOR_VERSION = "rules-5"
+# ``validate_summary``'s default when no version is asked for (recorded outcomes reproduce);
+# new compactions take the policy's ``quality.validator`` (rules-6 unless set otherwise).
+VALIDATOR_VERSION = RULES_5
+LATEST_VALIDATOR = RULES_6
+VALIDATOR_VERSIONS = (RULES_5, RULES_6)
 SUPPORTED_SCHEMAS = frozenset({SUMMARY_SCHEMA})
 
 CHECK_NAMES = (
@@ -33,6 +50,11 @@ CHECK_NAMES = (
     "token_budget",
     "secret_scan",
 )
+QUALITY_CHECK_NAMES = ("salient_retention", "mandatory_events", "fabricated")
+CHECKS_BY_VERSION: dict[str, tuple[str, ...]] = {
+    RULES_5: CHECK_NAMES,
+    RULES_6: CHECK_NAMES + QUALITY_CHECK_NAMES,
+}
 # A hash mismatch means the bytes are not what was produced: no reviewer can vouch for them.
 NON_WAIVABLE = frozenset({"integrity"})
 
@@ -56,6 +78,8 @@ class ValidationOutcome:
     passed: bool
     reasons: list[str]
     waived_checks: list[str] = field(default_factory=list)
+    # rules-6: retention per class and fabricated tokens (``QualityReport.to_dict()``).
+    quality: dict[str, Any] | None = None
 
     def check(self, name: str) -> dict[str, Any]:
         return next(c for c in self.checks if c["name"] == name)
@@ -82,12 +106,21 @@ def validate_summary(
     head_seq: int,
     *,
     encoding: str = DEFAULT_ENCODING,
+    version: str = VALIDATOR_VERSION,
+    quality: Any = None,
+    previous_content: Any = None,
+    source_index: SourceIndex | None = None,
 ) -> ValidationOutcome:
-    """Run every rule of ``VALIDATOR_VERSION`` on a candidate's stored bytes.
+    """Run every rule of ``version`` on a candidate's stored bytes.
 
     ``events`` are the covered source events (seqs ``covers_from_seq..covers_to_seq``, purged
-    ones included with ``purged=True``); events outside that range are ignored.
+    ones included with ``purged=True``); events outside that range are ignored. rules-6 also
+    reads ``quality`` (the policy's floors, ``memoryhub.quality.default_quality()`` shape),
+    ``previous_content`` (the prior summary: its tokens are not fabricated) and may reuse a
+    ``source_index`` already built over exactly these covered events.
     """
+    if version not in CHECKS_BY_VERSION:
+        raise ValueError(f"unknown validator {version!r}; known: {', '.join(CHECKS_BY_VERSION)}")
     content, parse_error = _parse(content_bytes)
     covered = sorted((e for e in events if covers_from_seq <= e.seq <= covers_to_seq), key=lambda e: e.seq)
     facts = _facts(content)
@@ -121,13 +154,45 @@ def validate_summary(
     add("token_budget", *_budget(content, content_bytes, token_budget, encoding))
     add("secret_scan", _secrets(content, content_bytes), "no credentials found")
 
+    report = None
+    if version == RULES_6:
+        settings = QualitySettings.of(quality)
+        index = source_index or q.build_index(covered, previous_content)
+        report = q.measure(index, content if isinstance(content, dict) else {})
+        kept = {
+            name: f"{r.kept}/{r.total}"
+            for name, r in report.retention.items()
+            if r.total and name != "mandatory_events"
+        }
+        add(
+            "salient_retention",
+            q.retention_problems(report, settings),
+            "kept " + (", ".join(f"{k} {v}" for k, v in kept.items()) or "nothing to keep"),
+        )
+        events_kept = report.retention["mandatory_events"]
+        add(
+            "mandatory_events",
+            q.mandatory_problems(report, settings),
+            f"{events_kept.kept}/{events_kept.total} requirement/approval/decision events kept",
+        )
+        add(
+            "fabricated",
+            q.fabricated_problems(report, settings),
+            f"{len(report.fabricated)} fabricated tokens",
+        )
+        # The numbers behind the verdict travel with the record (summary page retention table).
+        numbers = report.to_dict()
+        checks[-3]["retention"] = numbers["retention"]
+        checks[-1]["fabricated"] = numbers["fabricated"]
+
     reasons = [f"{c['name']}: {c['detail']}" for c in checks if not c["passed"]]
     return ValidationOutcome(
-        validator_version=VALIDATOR_VERSION,
+        validator_version=version,
         checks=checks,
         mandatory_coverage=coverage,
         passed=not reasons,
         reasons=reasons,
+        quality=report.to_dict() if report else None,
     )
 
 
@@ -140,9 +205,10 @@ def apply_waivers(outcome: ValidationOutcome, waived: Iterable[str]) -> Validati
     """
     names = list(dict.fromkeys(waived))
     failed = {c["name"] for c in outcome.checks if not c["passed"]}
+    known = CHECKS_BY_VERSION.get(outcome.validator_version, CHECK_NAMES)
     for name in names:
-        if name not in CHECK_NAMES:
-            raise WaiverError(f"unknown check {name!r}; checks are: {', '.join(CHECK_NAMES)}")
+        if name not in known:
+            raise WaiverError(f"unknown check {name!r}; checks are: {', '.join(known)}")
         if name in NON_WAIVABLE:
             raise WaiverError(f"check {name!r} cannot be waived")
         if name not in failed:

@@ -87,6 +87,16 @@ class TriggerRequestSerializer(serializers.Serializer):
     )
 
 
+class WorkflowTriggerRequestSerializer(TriggerRequestSerializer):
+    token_estimate = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=2**53,
+        help_text="The client's own count of the history now; its drift from the running total is recorded.",
+    )
+    token_estimate_model = serializers.CharField(required=False, max_length=100)
+
+
 class EvaluateRequestSerializer(TriggerRequestSerializer):
     current_tokens = serializers.IntegerField(min_value=0)
     policy = PolicySerializer(
@@ -217,7 +227,7 @@ class WorkflowTrigger(TenantAPIView):
     """Ask "compact now?" before the next step: O(1) on running totals, logged, optional enqueue."""
 
     @extend_schema(
-        request=TriggerRequestSerializer,
+        request=WorkflowTriggerRequestSerializer,
         responses={200: DecisionSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
     )
     def post(self, request, wf: str):

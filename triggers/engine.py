@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from memoryhub.quality import default_quality, merged_quality, quality_errors
+
 ACTION_CONTINUE = "continue"
 ACTION_COMPACT = "compact"
 ACTION_RETRIEVE_OR_BLOCK = "retrieve_or_block"
@@ -134,6 +136,9 @@ class PolicySpec:
     hard_limit_tokens: int | None = None
     require_approval: bool = False
     strategies: dict[str, dict[str, Any]] = field(default_factory=default_strategies)
+    # Compaction quality gate: validator version, per-class retention floors, fabricated limit
+    # (memoryhub.quality.default_quality()).
+    quality: dict[str, Any] = field(default_factory=default_quality)
 
     # -- derived numbers -------------------------------------------------------------------
 
@@ -192,7 +197,7 @@ class PolicySpec:
 
     def validate(self) -> list[tuple[str, str]]:
         """Every reason this policy is impossible, as (field, message); empty means valid."""
-        errors: list[tuple[str, str]] = []
+        errors: list[tuple[str, str]] = quality_errors(self.quality)
         for name in ("model", "encoding"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
@@ -302,6 +307,7 @@ class PolicySpec:
         """The policy shape (PUT …/policy/ body) plus derived budgets."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["strategies"] = {name: self.strategy(name) for name in STRATEGY_NAMES}
+        data["quality"] = merged_quality(self.quality)
         data["safe_budget"] = self.safe_budget
         data["usable_input_tokens"] = self.usable_input_tokens
         data["hard_limit"] = self.hard_limit

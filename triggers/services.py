@@ -23,6 +23,7 @@ from django.utils import timezone
 from memoryhub.actors import Actor
 from memoryhub.errors import InvalidInput, NotFound
 from memoryhub.models import ConsumerTrace, Event, Summary, SummaryStatus, Tenant, Workflow
+from memoryhub.quality_service import parse_estimate, record_trigger_estimate
 from memoryhub.tokens import known_encoding
 from memoryhub.workflows import get_workflow
 from triggers.engine import (
@@ -51,6 +52,7 @@ POLICY_FIELDS = (
     "hard_limit_tokens",
     "require_approval",
     "strategies",
+    "quality",
 )
 
 # Inputs the stateful call takes from the caller; the rest come from the workflow's totals.
@@ -209,6 +211,7 @@ def save_policy(
     values = {name: getattr(spec, name) for name in POLICY_FIELDS}
     values["min_interval_seconds"] = int(values["min_interval_seconds"])
     values["strategies"] = spec.to_dict()["strategies"]
+    values["quality"] = spec.to_dict()["quality"]
     values["updated_by"] = str(actor)
     with transaction.atomic():
         row, created = ContextPolicy.objects.update_or_create(
@@ -441,6 +444,13 @@ def decide(
     With ``enqueue`` and action ``compact``, the compaction job for the current head is requested
     (idempotent: asking again at the same head returns the same job) and linked to the decision.
     """
+    inputs = dict(inputs)
+    estimate = None
+    if "token_estimate" in inputs or "token_estimate_model" in inputs:
+        # The client's own count of the history now: its drift from ours is recorded.
+        estimate = parse_estimate(
+            inputs.pop("token_estimate", None), inputs.pop("token_estimate_model", None), "token_estimate"
+        )
     decision, decision_inputs, source = evaluate_for(workflow, inputs)
     report = decision.to_dict()
     details = {
@@ -458,12 +468,21 @@ def decide(
     details["policy_source"] = source
     details["enqueue_requested"] = bool(enqueue)
     # One INSERT is atomic on its own; the transaction is only needed to tie a job to its decision.
-    with transaction.atomic() if enqueue else nullcontext():
+    with transaction.atomic() if enqueue or estimate else nullcontext():
         job = None
         if enqueue and decision.action == ACTION_COMPACT:
             from memoryhub.compaction.jobs import request_compaction
 
             job, _ = request_compaction(workflow, source_revision=workflow.head_seq, actor=actor)
+        if estimate is not None:
+            recorded = record_trigger_estimate(workflow, estimate, decision_policy(workflow)[0].model)
+            if recorded is not None:
+                details["token_estimate"] = {
+                    "estimated": recorded.estimated,
+                    "exact": recorded.exact,
+                    "drift": round(recorded.drift, 4),
+                    "model": recorded.model,
+                }
         row = TriggerDecision.objects.create(
             tenant_id=workflow.tenant_id,
             workflow=workflow,

@@ -30,7 +30,9 @@ class CompactionRequestSerializer(serializers.Serializer):
     source_revision = serializers.IntegerField(
         required=False, min_value=1, help_text="Event seq to compact through (default: the head)."
     )
-    compactor = serializers.CharField(required=False, help_text="extractive-v1 (default) or openai-chat-v1.")
+    compactor = serializers.CharField(
+        required=False, help_text="extractive-v2 (default), extractive-v1 or openai-chat-v1."
+    )
 
 
 class AttemptSerializer(serializers.Serializer):

@@ -107,6 +107,15 @@ class EventInSerializer(serializers.Serializer):
     facts = FactInSerializer(many=True, required=False)
     refs = serializers.ListField(child=serializers.CharField(), required=False)
     side_effect = serializers.ChoiceField(choices=["none", "pending", "done"], required=False)
+    token_estimate = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=2**53,
+        help_text="The client's own token count of content; its drift from the exact count is recorded.",
+    )
+    token_estimate_model = serializers.CharField(
+        required=False, max_length=100, help_text="Model the estimate was made for (default: the policy's)."
+    )
 
 
 class AppendBatchSerializer(serializers.Serializer):

@@ -16,6 +16,7 @@ from memoryhub.compaction.base import InvalidCompactionInput
 from memoryhub.compaction.secret_scan import redact_secrets
 from memoryhub.compaction.tokens import count_tokens, decode_prefix, get_encoding
 from memoryhub.compaction.types import PreviousSummary, SourceEvent
+from memoryhub.quality import TOKEN_CLASSES, extract
 
 OPEN_STATES = frozenset({"open", "pending"})
 OPEN_ITEM_KINDS = frozenset({"issue", "approval"})
@@ -139,3 +140,27 @@ def first_sentence_tokens(text: str, max_tokens: int, encoding: str) -> tuple[st
 def json_string_tokens(text: str, encoding: str) -> int:
     """Tokens ``text`` costs once embedded in a JSON string (escapes included)."""
     return count_tokens(json.dumps(text, ensure_ascii=False)[1:-1], encoding)
+
+
+def salient_tokens(
+    previous: Any, covered: list[SourceEvent], facts: list[dict[str, Any]]
+) -> dict[str, list[str]]:
+    """Salient tokens per class (previous summary's first, then new ones in order of first
+    appearance), leaving out what the facts already state."""
+    stated = "\n".join(f"{f.get('key', '')}\n{f.get('text', '')}" for f in facts)
+    kept: dict[str, dict[str, None]] = {name: {} for name in TOKEN_CLASSES}
+    if isinstance(previous, dict):
+        for name in TOKEN_CLASSES:
+            for token in previous.get(name, []) or []:
+                if isinstance(token, str):
+                    kept[name][token] = None
+    for event in covered:
+        if event.purged:
+            continue
+        text = "\n".join([event.content, *event.refs])
+        found = extract(redact_secrets(text))
+        for name in TOKEN_CLASSES:
+            for token in sorted(found[name]):
+                if token not in stated:
+                    kept[name][token] = None
+    return {name: list(tokens) for name, tokens in kept.items() if tokens}

@@ -1,4 +1,4 @@
-"""``extractive-v1``: the built-in deterministic compactor (no model, same input → same bytes)."""
+"""Built-in deterministic compactors (no model, same input → same bytes): ``extractive-v1`` and ``extractive-v2``."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from memoryhub.compaction.base import Compactor, NothingToCompact, register
 from memoryhub.compaction.extract import (
     collect_refs,
     coverable_prefix,
+    first_sentence,
     first_sentence_tokens,
     json_string_tokens,
     merge_facts,
     new_events,
     open_items,
+    salient_tokens,
 )
 from memoryhub.compaction.tokens import DEFAULT_ENCODING, count_json_tokens, count_tokens
 from memoryhub.compaction.types import (
@@ -24,6 +26,7 @@ from memoryhub.compaction.types import (
     PreviousSummary,
     SourceEvent,
 )
+from memoryhub.quality import extract
 
 # "#12 test-generator/tool_call: text" — agent and kind let later runs keep one line per agent.
 _LINE = re.compile(r"^#(?P<seq>\d+) (?P<agent>[^/\s]*)/(?P<kind>[a-z_]+): ")
@@ -200,3 +203,107 @@ class ExtractiveCompactor(Compactor):
         if omitted:
             texts.insert(0, _omitted_marker(omitted))
         return "\n".join(texts)
+
+
+@register
+class ExtractiveCompactorV2(ExtractiveCompactor):
+    """``extractive-v2``: extractive-v1 plus what audits show summaries lose.
+
+    * ``salient``: every identifier, path, URL, number with unit, status code and quoted command
+      of the covered events (``memoryhub.quality.extract``) that the facts do not already state,
+      carried forward from the previous summary so nothing decays across versions.
+    * Requirement / approval / decision events with neither structured facts nor salient tokens
+      keep their line: the narrative never drops them for budget.
+    * Sentences are cut at a word boundary, so a capped line never produces a half identifier.
+
+    Priority under the budget: facts, mandatory lines, salient tokens, then narrative lines as in
+    v1 (each agent's newest, then newest first). If facts, mandatory lines and salient tokens
+    alone exceed the budget the candidate is still produced and the validator rejects it.
+    """
+
+    name = "extractive-v2"
+    version = "2.0.0"
+    algorithm_version = "extractive/salient-index-2"
+
+    def compact(self, previous: PreviousSummary | None, events: list[SourceEvent]) -> CompactionResult:
+        covered = coverable_prefix(new_events(previous, events))
+        if not covered:
+            raise NothingToCompact(
+                "no event can be covered: none after the watermark, or the next one is a tool "
+                "call whose result has not arrived"
+            )
+        prev_content: dict[str, Any] = previous.content if previous else {}
+        facts = merge_facts(prev_content.get("facts", []), covered)
+        content: dict[str, Any] = {
+            "schema": SUMMARY_SCHEMA,
+            "narrative": "",
+            "facts": facts,
+            "open_items": open_items(facts),
+            "salient": salient_tokens(prev_content.get("salient"), covered, facts),
+        }
+        carried, omitted = self._previous_lines(prev_content.get("narrative", ""))
+        lines = carried + self._event_lines(covered)
+        # A requirement/approval/decision event needs its own line only when neither its facts
+        # nor its salient tokens (kept in ``salient``) carry it: a plain-words requirement.
+        stated = {seq for f in facts for seq in f.get("source_seqs", [])}
+        pinned = [
+            ln
+            for ln in lines
+            if (m := _PINNED.match(ln.text))
+            and int(m["seq"]) not in stated
+            and not any(extract(ln.text[m.end() :]).values())
+        ]
+        pinned_ids = {id(ln) for ln in pinned}
+        others = [ln for ln in lines if id(ln) not in pinned_ids]
+        content["narrative"], token_count = self._fit_pinned(content, pinned, others, omitted)
+        tokens_in = sum(e.token_count or count_tokens(e.content, self.encoding) for e in covered)
+        if previous:
+            tokens_in += previous.token_count or count_json_tokens(previous.content, self.encoding)
+        return CompactionResult(
+            content=content,
+            covers_from_seq=previous.covers_from_seq if previous else covered[0].seq,
+            covers_to_seq=covered[-1].seq,
+            source_refs=collect_refs(previous, covered),
+            model=self.model,
+            tokens_in=tokens_in,
+            tokens_out=token_count,
+            token_count=token_count,
+            excluded_categories=["purged_content"] if any(e.purged for e in covered) else [],
+        )
+
+    def _event_lines(self, events: list[SourceEvent]) -> list[_Line]:
+        lines = []
+        for event in events:
+            if event.purged:
+                continue
+            sentence = first_sentence(event.content, self.line_tokens, self.encoding)
+            if sentence.endswith("…"):  # cut at a word boundary: no half identifier
+                head = sentence[:-1].rsplit(" ", 1)[0] if " " in sentence else sentence[:-1]
+                sentence = head.rstrip() + " …"
+            if not sentence:
+                continue
+            who = (event.agent or event.role or "").replace("/", "-").replace(" ", "-")
+            lines.append(self._line(f"#{event.seq} {who}/{event.kind}: {sentence}", who, 0))
+        return lines
+
+    def _fit_pinned(
+        self, content: dict[str, Any], pinned: list[_Line], others: list[_Line], omitted: int
+    ) -> tuple[str, int]:
+        """Pinned lines (mandatory events) always stay; the rest fit as in v1 around them."""
+        if not pinned:
+            return self._fit(content, others, omitted)
+        pinned_text = "\n".join(ln.text for ln in pinned)
+        budget = self.token_budget
+        if budget is not None:
+            # The pinned block is part of the fixed cost, like facts.
+            self.token_budget = max(0, budget - json_string_tokens(pinned_text, self.encoding) - 1)
+        try:
+            rest, _ = self._fit(content, others, omitted)
+        finally:
+            self.token_budget = budget
+        narrative = pinned_text + ("\n" + rest if rest else "")
+        return narrative, count_json_tokens(dict(content, narrative=narrative), self.encoding)
+
+
+# "#7 agent/requirement:" — lines of mandatory event kinds are pinned in extractive-v2.
+_PINNED = re.compile(r"^#(?P<seq>\d+) [^/\s]*/(?:requirement|approval|decision): ")

@@ -46,7 +46,8 @@ from memoryhub.workflows import workflow_encoding
 logger = logging.getLogger(__name__)
 
 TASK_NAME = "memoryhub.compaction.run"
-DEFAULT_COMPACTOR = "extractive-v1"
+# extractive-v2 keeps the salient tokens rules-6 checks; extractive-v1 stays registered for history.
+DEFAULT_COMPACTOR = "extractive-v2"
 
 FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED)
 
@@ -113,7 +114,7 @@ def build_compactor(name: str, workflow: Workflow) -> Compactor:
         "token_budget": summary_token_budget(workflow),
         "encoding": workflow_encoding(workflow),
     }
-    if name == "openai-chat-v1":
+    if name.startswith("openai-chat-"):
         options |= {
             "base_url": getattr(settings, "MEMORYHUB_LLM_BASE_URL", ""),
             "model": getattr(settings, "MEMORYHUB_LLM_MODEL", ""),

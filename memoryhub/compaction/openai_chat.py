@@ -27,6 +27,7 @@ from memoryhub.compaction.extract import (
     merge_facts,
     new_events,
     open_items,
+    salient_tokens,
 )
 from memoryhub.compaction.secret_scan import redact_secrets
 from memoryhub.compaction.tokens import (
@@ -74,6 +75,7 @@ class OpenAIChatCompactor(Compactor):
     version = "1.0.0"
     algorithm_version = "llm-narrative+deterministic-facts-1"
     prompt_template_version = PROMPT_TEMPLATE_VERSION
+    keep_salient = False  # v2: identifiers, paths, numbers… are kept deterministically too
 
     def __init__(
         self,
@@ -87,7 +89,7 @@ class OpenAIChatCompactor(Compactor):
     ) -> None:
         if not base_url or not model:
             raise CompactorUnavailable(
-                "compactor 'openai-chat-v1' is not configured: set MEMORYHUB_LLM_BASE_URL "
+                f"compactor {self.name!r} is not configured: set MEMORYHUB_LLM_BASE_URL "
                 "(e.g. http://127.0.0.1:8001/v1) and MEMORYHUB_LLM_MODEL, plus "
                 "MEMORYHUB_LLM_API_KEY if the endpoint needs one"
             )
@@ -111,6 +113,8 @@ class OpenAIChatCompactor(Compactor):
             "facts": facts,
             "open_items": open_items(facts),
         }
+        if self.keep_salient:
+            content["salient"] = salient_tokens(prev_content.get("salient"), covered, facts)
         room = (
             None
             if self.token_budget is None
@@ -226,3 +230,14 @@ def _parse_narrative(text: str) -> str:
     if not isinstance(narrative, str):
         raise ValueError("answer has no string 'narrative'")
     return narrative.strip()
+
+
+@register
+class OpenAIChatCompactorV2(OpenAIChatCompactor):
+    """``openai-chat-v2``: v1 plus the deterministic ``salient`` block (as in extractive-v2), so
+    the identifiers, paths and numbers rules-6 checks never depend on the model's prose."""
+
+    name = "openai-chat-v2"
+    version = "2.0.0"
+    algorithm_version = "llm-narrative+deterministic-facts+salient-2"
+    keep_salient = True

@@ -13,6 +13,7 @@ from .alerts import (
 )
 from .compaction import CompactionJob, JobStatus
 from .metrics import MetricSample
+from .quality import EstimateSource, TokenEstimate
 from .summaries import (
     SUMMARY_SCHEMA,
     LifecycleAction,
@@ -40,6 +41,7 @@ __all__ = [
     "CompactionJob",
     "Comparator",
     "ConsumerTrace",
+    "EstimateSource",
     "Event",
     "EventKind",
     "JobStatus",
@@ -54,6 +56,7 @@ __all__ = [
     "Summary",
     "SummaryStatus",
     "Tenant",
+    "TokenEstimate",
     "TraceFlag",
     "ValidationRecord",
     "Workflow",

@@ -17,6 +17,8 @@ class TraceFlag(models.TextChoices):
     FALLBACK_RETRIEVAL = (
         "fallback_retrieval"  # the consumer sent a targeted retrieval instead of summary + tail
     )
+    # history was over the policy's safe budget at this call and no compaction was requested/running
+    MISSED_COMPACTION = "missed_compaction"
 
 
 class ConsumerTrace(models.Model):

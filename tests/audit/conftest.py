@@ -61,7 +61,7 @@ def summarize(wf, to_seq: int, narrative: str, facts: list[dict], compactor: dic
         job=f.make_job(wf, to_seq, f"llm-compactor-{compactor['version']}"),
         actor=WORKER,
     )
-    return lifecycle.validate(summary, WORKER)
+    return lifecycle.validate(summary, WORKER, validator="rules-5")  # the incident's validator
 
 
 def activate(summary) -> None:

@@ -320,7 +320,7 @@ def test_rule_list_query_count_does_not_grow_with_rules(api, tenant):
     for i in range(10):
         api.post(RULES, rule_body(name=f"r{i}", channels=[cid]), format="json")
     with CaptureQueriesContext(connection) as many:
-        assert len(api.get(RULES).json()["results"]) == 17
+        assert len(api.get(RULES).json()["results"]) == 18
     assert len(many.captured_queries) == len(few.captured_queries)
 
 

@@ -71,8 +71,8 @@ def test_post_returns_202_and_the_same_job_for_the_same_key(api, wf, django_capt
     body = first.json()
     assert body["created"] is True
     assert body["source_revision"] == wf.head_seq
-    assert body["compactor"] == "extractive-v1"
-    assert body["idempotency_key"] == f"{wf.tenant_id}/{wf.pk}/{wf.head_seq}/extractive-v1"
+    assert body["compactor"] == "extractive-v2"
+    assert body["idempotency_key"] == f"{wf.tenant_id}/{wf.pk}/{wf.head_seq}/extractive-v2"
     assert len(callbacks) == 1  # enqueued only once the job row committed
     job = CompactionJob.objects.get()
     assert job.status == JobStatus.QUEUED and job.enqueued_at is not None and job.enqueue_attempts == 1
@@ -80,7 +80,7 @@ def test_post_returns_202_and_the_same_job_for_the_same_key(api, wf, django_capt
     again = post(
         api,
         "/api/v1/workflows/api-tests-42/compactions/",
-        {"source_revision": wf.head_seq, "compactor": "extractive-v1"},
+        {"source_revision": wf.head_seq, "compactor": "extractive-v2"},
     )
     assert again.status_code == 202
     assert again.json()["job_id"] == body["job_id"] and again.json()["created"] is False
@@ -144,7 +144,7 @@ def test_a_job_compacts_validates_and_activates(api, wf):
     summary = Summary.objects.get(job=job)
     assert summary.status == SummaryStatus.ACTIVE
     assert (summary.covers_from_seq, summary.covers_to_seq) == (1, wf.head_seq)
-    assert summary.compactor_name == "extractive-v1" and summary.model == "none"
+    assert summary.compactor_name == "extractive-v2" and summary.model == "none"
     assert summary.token_budget == 4000  # half the seed policy's 8,000-token target
     wf.refresh_from_db()
     assert wf.active_summary_id == summary.pk and wf.active_revision == 1
@@ -204,7 +204,7 @@ def test_a_job_that_finishes_after_a_newer_activation_is_a_stale_attempt(setting
     with fake_llm() as llm:
         settings.MEMORYHUB_LLM_BASE_URL, settings.MEMORYHUB_LLM_MODEL = llm.url, "gpt-test"
         llm.gate = threading.Event()
-        slow = request(wf, compactor="openai-chat-v1")
+        slow = request(wf, compactor="openai-chat-v2")
         outcome: list[str] = []
 
         def deliver():
@@ -255,7 +255,7 @@ def test_a_transient_error_then_success_activates(settings, wf):
     with fake_llm() as llm:
         settings.MEMORYHUB_LLM_BASE_URL, settings.MEMORYHUB_LLM_MODEL = llm.url, "gpt-test"
         llm.statuses = [429]
-        job = request(wf, compactor="openai-chat-v1")
+        job = request(wf, compactor="openai-chat-v2")
         with pytest.raises(jobs.RetryLater):
             run(job, "task-1", retries_left=3)
         assert run(job, "task-1", retries_left=2) == "activated"

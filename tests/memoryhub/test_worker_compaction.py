@@ -112,7 +112,7 @@ def test_a_worker_killed_mid_task_is_redelivered_and_completes_once(broker, wf, 
     env = llm_env(llm, MEMORYHUB_COMPACTION_LEASE_SECONDS="3")
     llm.gate = threading.Event()  # hold the first answer: the worker is mid-task
     with running_worker(env=env, log_dir=tmp_path, name="doomed") as doomed:
-        job, _ = jobs.request_compaction(wf, compactor="openai-chat-v1", actor=ACTOR)
+        job, _ = jobs.request_compaction(wf, compactor="openai-chat-v2", actor=ACTOR)
         assert llm.received.wait(60)
         assert job_state(job.pk).status == JobStatus.RUNNING
         doomed.kill(signal.SIGKILL)
@@ -133,7 +133,7 @@ def test_a_worker_killed_mid_task_is_redelivered_and_completes_once(broker, wf, 
 def test_a_job_whose_worker_always_dies_ends_failed_instead_of_looping(broker, wf, llm, tmp_path):
     env = llm_env(llm, MEMORYHUB_COMPACTION_LEASE_SECONDS="2", MEMORYHUB_COMPACTION_MAX_DELIVERIES="2")
     llm.gate = threading.Event()  # never answers: every worker dies mid-task
-    job, _ = jobs.request_compaction(wf, compactor="openai-chat-v1", actor=ACTOR)
+    job, _ = jobs.request_compaction(wf, compactor="openai-chat-v2", actor=ACTOR)
     for delivery in (1, 2):
         # Delivery 1 is the request's message; each later one is re-sent by the starting worker.
         with running_worker(env=env, log_dir=tmp_path, name=f"crash{delivery}") as worker:
@@ -155,7 +155,7 @@ def test_transient_llm_errors_are_retried_with_backoff_by_the_worker(broker, wf,
     llm.statuses = [500, 503]
     env = llm_env(llm, MEMORYHUB_COMPACTION_RETRY_BACKOFF="0.2")
     with running_worker(env=env, log_dir=tmp_path):
-        job, _ = jobs.request_compaction(wf, compactor="openai-chat-v1", actor=ACTOR)
+        job, _ = jobs.request_compaction(wf, compactor="openai-chat-v2", actor=ACTOR)
         wait_for(lambda: finished(job.pk), what="the retried job")
     job.refresh_from_db()
     assert [a["outcome"] for a in job.attempts] == ["retry", "retry", "activated"]

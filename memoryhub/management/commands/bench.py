@@ -31,6 +31,12 @@ def _context(opts, log):
     return context_read.run(log=log)
 
 
+def _quality(opts, log):
+    from memoryhub.bench import quality
+
+    return quality.run(opts["quality_sizes"], log=log)
+
+
 BENCHMARKS = {
     "ingest": lambda opts, log: ingest.run(
         events=opts["events"], batch=opts["batch"], clients=opts["clients"], log=log
@@ -40,7 +46,21 @@ BENCHMARKS = {
     "triggers": _triggers,
     "compaction": _compaction,
     "context": _context,
+    "quality": _quality,
 }
+# Run only when named (minutes at 100k events; pure Python, no database).
+EXPLICIT_ONLY = {"quality"}
+NO_DATABASE = {"quality"}
+
+
+def _sizes(value: str) -> list[int]:
+    try:
+        sizes = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError as exc:
+        raise CommandError(f"--quality-sizes: {exc}") from exc
+    if not sizes or any(s < 1 for s in sizes):
+        raise CommandError("--quality-sizes: comma-separated positive event counts, e.g. 1000,10000")
+    return sizes
 
 
 class Command(BaseCommand):
@@ -55,17 +75,25 @@ class Command(BaseCommand):
         parser.add_argument(
             "--big-events", dest="big_events", type=int, default=1_000_000, help="scale: big history"
         )
+        parser.add_argument(
+            "--quality-sizes",
+            dest="quality_sizes",
+            type=_sizes,
+            default=[1_000, 10_000, 100_000],
+            help="quality: corpus sizes in events (comma-separated)",
+        )
 
     def handle(self, *args, names, **opts):
         unknown = set(names) - set(BENCHMARKS)
         if unknown:
             raise CommandError(f"unknown benchmark(s) {sorted(unknown)}; choose from {sorted(BENCHMARKS)}")
-        if not settings.IS_POSTGRES:
+        selected = names or [n for n in BENCHMARKS if n not in EXPLICIT_ONLY]
+        if not settings.IS_POSTGRES and set(selected) - NO_DATABASE:
             raise CommandError("benchmarks run on PostgreSQL: set DATABASE_URL=postgres://…")
         out_dir = Path(settings.VAR_DIR) / "bench"
         out_dir.mkdir(parents=True, exist_ok=True)
         results = {}
-        for name in names or list(BENCHMARKS):
+        for name in selected:
             self.stdout.write(self.style.MIGRATE_HEADING(f"== {name}"))
             results[name] = BENCHMARKS[name](opts, lambda msg: self.stdout.write(msg))
             for key, value in results[name].items():
@@ -79,3 +107,4 @@ class Command(BaseCommand):
         path = out_dir / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
         path.write_text(json.dumps(report, indent=2))
         self.stdout.write(f"written {path}")
+        self.last_report_path = path

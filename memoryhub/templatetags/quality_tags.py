@@ -1,0 +1,40 @@
+"""Template tags for the compaction-quality partials (the pages include one line each)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from memoryhub import figures, quality, quality_service
+from memoryhub.models import Summary, Workflow
+
+register = template.Library()
+
+
+@register.simple_tag
+def summary_quality(summary: Summary) -> dict[str, Any]:
+    """The retention table of ``summary`` (see ``quality_service.summary_quality``)."""
+    return quality_service.summary_quality(summary)
+
+
+@register.simple_tag
+def workflow_quality(workflow: Workflow) -> dict[str, Any]:
+    """Decay across versions (table + chart), token-estimate drift and thresholds in force."""
+    report = quality_service.workflow_quality(workflow)
+    decay = report["decay"]
+    report["chart"] = None
+    if decay.get("available"):
+        figure = figures.decay_curve(decay["versions"], decay["curve"], quality.CLASS_LABELS)
+        report["chart"] = {
+            "key": "decay",
+            "title": "Summary-of-summary decay",
+            "json": figures.to_json(figure),
+            "points": figures.point_count(figure),
+        }
+    return report
+
+
+@register.filter
+def percent(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.1f}%"
