@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memoryhub", "0012_workflow_source"),
+        ("memoryhub", "0017_scale_partition_events"),
     ]
 
     operations = [
