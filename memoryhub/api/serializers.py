@@ -58,7 +58,7 @@ class WorkflowCreateSerializer(serializers.Serializer):
     graph_release = serializers.CharField(max_length=100, required=False, allow_blank=True)
     model = serializers.CharField(max_length=100, required=False, allow_blank=True)
     encoding = serializers.CharField(max_length=64, required=False, allow_blank=True)
-    source = serializers.ChoiceField(
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # API field name shadows Field.source
         choices=WorkflowSource.choices, required=False, help_text="The integration that feeds it."
     )
 

@@ -150,8 +150,11 @@ class MemoryHubSession(SessionABC):
         agent: str = "openai-agent",
         workflow_name: str | None = None,
         session_settings: SessionSettings | None = None,
+        offload: bool = True,
     ) -> None:
         self.session_id = session_id
+        # The client is synchronous: by default its calls run in a worker thread, off the event loop.
+        self.offload = offload
         self.session_settings = session_settings
         self.workflow_id = workflow_id or session_id
         self.client = client or MemoryHubClient.from_env()
@@ -207,11 +210,14 @@ class MemoryHubSession(SessionABC):
         )
         self.summaries.append(summary)
 
+    async def _io(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.to_thread(fn, *args) if self.offload else fn(*args)
+
     # -- Session protocol ---------------------------------------------------------------------------
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         async with self._lock:
-            items = [item for _, item in await asyncio.to_thread(self._load)]
+            items = [item for _, item in await self._io(self._load)]
         if limit is None:
             return items
         return items[-limit:] if limit > 0 else []
@@ -221,27 +227,27 @@ class MemoryHubSession(SessionABC):
             return
         plain = [_as_dict(i) for i in items]
         async with self._lock:
-            live = await asyncio.to_thread(self._load)
-            seqs = await asyncio.to_thread(self._append, plain)
+            live = await self._io(self._load)
+            seqs = await self._io(self._append, plain)
             live.extend(zip(seqs, plain, strict=True))
 
     async def pop_item(self) -> Any | None:
         async with self._lock:
-            live = await asyncio.to_thread(self._load)
+            live = await self._io(self._load)
             if not live:
                 return None
             seq, item = live.pop()
             if seq:
-                await asyncio.to_thread(self._note, f"pop_item: the session withdrew event #{seq}")
+                await self._io(self._note, f"pop_item: the session withdrew event #{seq}")
             return item
 
     async def clear_session(self) -> None:
         async with self._lock:
-            live = await asyncio.to_thread(self._load)
+            live = await self._io(self._load)
             seqs = [seq for seq, _ in live if seq]
             live.clear()
             if seqs:
-                await asyncio.to_thread(
+                await self._io(
                     self._note, f"clear_session: the session dropped events #{min(seqs)}..#{max(seqs)}"
                 )
 
@@ -249,8 +255,8 @@ class MemoryHubSession(SessionABC):
         """Called by ``OpenAIResponsesCompactionSession`` with what ``responses.compact`` returned."""
         plain = [_as_dict(i) for i in output_items]
         async with self._lock:
-            live = await asyncio.to_thread(self._load)
-            await asyncio.to_thread(self._record, list(live), plain)
+            live = await self._io(self._load)
+            await self._io(self._record, list(live), plain)
             live[:] = [(0, item) for item in plain]  # derived items: not new events
         return True
 

@@ -185,11 +185,16 @@ async def run_example(
     openai_client: AsyncOpenAI | None = None,
     questions: list[str] | None = None,
     compact_every: int = 6,
+    offload: bool = True,
 ) -> ExampleRun:
     """Ask one question per order; the compaction session compacts once ``compact_every`` items pile up."""
     set_tracing_disabled(True)  # no trace export: nothing leaves the machine
     session = MemoryHubSession(
-        workflow, client=client, agent="support-agent", workflow_name="OpenAI Agents: order desk"
+        workflow,
+        client=client,
+        agent="support-agent",
+        workflow_name="OpenAI Agents: order desk",
+        offload=offload,
     )
     wrapped = compaction_session(
         session,
