@@ -85,3 +85,18 @@ def test_an_opaque_candidate_is_rejected_as_unverifiable(tenant):
     record = summary.validations.get()
     assert summary.status == "REJECTED" and not record.passed
     assert any("unverifiable content" in r for r in record.reasons)
+
+
+@pytest.mark.django_db
+def test_a_reviewer_may_waive_unverifiable_content(tenant):
+    actor = Actor.system("test")
+    wf, _ = create_workflow(tenant, "opaque-waive", actor=actor)
+    append_events(wf, [EventIn(kind="message", content="hello", role="user")])
+    summary = create_summary(
+        wf, content=OPAQUE, covers_from_seq=1, covers_to_seq=1, compactor={"name": "x"}, actor=actor
+    )
+    lifecycle.validate(summary, actor)
+    lifecycle.waive(summary, ["content_readable"], Actor.user("bob"), "provider compaction, accepted as is")
+    summary.refresh_from_db()
+    assert summary.status == "VALIDATED"
+    assert summary.validations.order_by("-id").first().waived_checks == ["content_readable"]
