@@ -236,6 +236,8 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
             "covers_to_seq": end,
         }
         note.id = f"memoryhub-summary-{summary.summary_id}"
+        for message in replaced:  # they leave the state: forget their seqs
+            self._seqs.pop((workflow, str(message.id)), None)
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), note, *preserved]}
 
     def record(self, workflow: str, start: int, end: int, text: str) -> Summary:
