@@ -134,6 +134,7 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
         self.compaction_timeout = compaction_timeout
         self.graph_release = graph_release
         self.workflow_name = workflow_name
+        self._raw_summarizer = summarizer
         self._created: set[str] = set()
         self._seqs: dict[tuple[str, str], int] = {}  # (workflow, message id) -> last seq of its events
         self.last_model_call_id: str | None = None
