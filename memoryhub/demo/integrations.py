@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -36,18 +37,21 @@ def in_process_client(api_key: str) -> Iterator[MemoryHubClient]:
     """
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
-    # Django's connection is per thread, but per task while an event loop runs in the thread: serve
-    # each request as plain synchronous code, so a call made from inside an agent's event loop (the
-    # OpenAI Agents SDK is async) still uses this thread's connection and transaction.
+    # Django keeps its connection per thread, or per context while an event loop runs in the thread
+    # (asgiref). Serve each request as the caller would have run it (its loop state and a copy of
+    # its context), so calls made from inside an agent's event loop (the OpenAI Agents SDK is async)
+    # still use the caller's connection and transaction.
+    caller_loop = asyncio.events._get_running_loop()
+    caller_context = contextvars.copy_context()
     handler = WSGIHandler()
 
     def app(environ: dict[str, Any], start_response: Any) -> Any:
-        loop = asyncio.events._get_running_loop()
-        asyncio.events._set_running_loop(None)
+        current = asyncio.events._get_running_loop()
+        asyncio.events._set_running_loop(caller_loop)
         try:
-            return handler(environ, start_response)
+            return caller_context.run(handler, environ, start_response)
         finally:
-            asyncio.events._set_running_loop(loop)
+            asyncio.events._set_running_loop(current)
 
     try:
         transport = httpx.WSGITransport(app=app)
@@ -56,6 +60,18 @@ def in_process_client(api_key: str) -> Iterator[MemoryHubClient]:
     finally:
         request_started.connect(close_old_connections)
         request_finished.connect(close_old_connections)
+
+
+@contextlib.contextmanager
+def _outside_any_event_loop() -> Iterator[None]:
+    """Let ``asyncio.run`` start the agent's loop even when the caller's thread marks one as running
+    (Playwright's sync API does): the caller's loop is set aside and put back afterwards."""
+    caller_loop = asyncio.events._get_running_loop()
+    asyncio.events._set_running_loop(None)
+    try:
+        yield
+    finally:
+        asyncio.events._set_running_loop(caller_loop)
 
 
 def load_integration_workflows(
@@ -80,7 +96,7 @@ def load_integration_workflows(
             f"{len(run.messages)} messages, summaries {', '.join(f'S{v}' for v in sorted(versions))}, "
             f"artifact {LANGCHAIN_ARTIFACT}"
         )
-        with at(3600):
+        with at(3600), _outside_any_event_loop():
             oa = asyncio.run(openai_agents_example.run_example(client, OPENAI_AGENTS_WORKFLOW, offload=False))
         produced["openai_agents"] = oa
         statuses = ", ".join(f"S{s.version} {s.status}" for s in oa.session.summaries)
