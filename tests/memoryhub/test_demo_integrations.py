@@ -27,7 +27,7 @@ def loaded(settings, tmp_path):
     return out.getvalue()
 
 
-def test_langchain_workflow_compacts_and_its_report_traces_back_to_a_tool_result(loaded):
+def test_langchain_workflow_compacts_and_its_report_traces_back_to_a_tool_result(loaded, client):
     wf = Workflow.objects.get(tenant__slug=scenario.TENANT_SLUG, external_id=LANGCHAIN_WORKFLOW)
     assert wf.source == "langchain" and f"workflow {LANGCHAIN_WORKFLOW}" in loaded
     summaries = list(Summary.objects.filter(workflow=wf).order_by("version"))
