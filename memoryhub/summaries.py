@@ -38,7 +38,9 @@ from memoryhub.workflows import workflow_encoding
 
 SUPPORTED_SCHEMAS = frozenset({SUMMARY_SCHEMA})
 # "salient": optional {class: [token]} of identifiers, paths, numbers… kept verbatim (extractive-v2).
-CONTENT_FIELDS = frozenset({"schema", "narrative", "facts", "open_items", "salient"})
+# A framework's encrypted compaction: only its digest and size are known (validation: unverifiable).
+OPAQUE_FIELDS = ("opaque", "opaque_digest", "opaque_size")
+CONTENT_FIELDS = frozenset({"schema", "narrative", "facts", "open_items", "salient", *OPAQUE_FIELDS})
 FACT_FIELDS = frozenset({"key", "kind", "text", "state", "source_seqs"})
 COMPACTOR_FIELDS = {
     # API name -> Summary column
@@ -185,6 +187,7 @@ def check_content(content: Any, start: int, end: int) -> dict[str, Any]:
                 f"fact {key!r} cites seq(s) {outside} outside the coverage {start}..{end}",
                 "fact_outside_coverage",
             )
+    check_opaque(content)
     items = content.get("open_items", [])
     if not isinstance(items, list):
         raise _bad("content.open_items", "must be a list", "invalid_content")
@@ -209,6 +212,27 @@ def check_content(content: Any, start: int, end: int) -> dict[str, Any]:
     except ValueError as exc:
         raise _bad("content", f"not representable as JSON: {exc}", "invalid_content") from exc
     return content
+
+
+def check_opaque(content: dict[str, Any]) -> None:
+    """``opaque: true`` needs ``opaque_digest`` ("sha256:<hex>") and ``opaque_size`` (bytes); without
+    the flag neither may appear."""
+    if not any(field in content for field in OPAQUE_FIELDS):
+        return
+    if content.get("opaque") is not True:
+        raise _bad(
+            "content.opaque", "must be true when opaque_digest/opaque_size are given", "invalid_content"
+        )
+    digest, size = content.get("opaque_digest"), content.get("opaque_size")
+    hex_part = (
+        digest[len(HASH_PREFIX) :] if isinstance(digest, str) and digest.startswith(HASH_PREFIX) else ""
+    )
+    if len(hex_part) != 64 or any(c not in "0123456789abcdef" for c in hex_part):
+        raise _bad(
+            "content.opaque_digest", f"must be '{HASH_PREFIX}' + 64 lowercase hex digits", "invalid_content"
+        )
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise _bad("content.opaque_size", "must be a non-negative integer (bytes)", "invalid_content")
 
 
 def check_compactor(compactor: Any) -> dict[str, Any]:

@@ -49,12 +49,17 @@ CHECK_NAMES = (
     "open_issues",
     "token_budget",
     "secret_scan",
+    "content_readable",
 )
 QUALITY_CHECK_NAMES = ("salient_retention", "mandatory_events", "fabricated")
 CHECKS_BY_VERSION: dict[str, tuple[str, ...]] = {
     RULES_5: CHECK_NAMES,
     RULES_6: CHECK_NAMES + QUALITY_CHECK_NAMES,
 }
+# Content checks that read the text; none of them can run on an opaque (provider-encrypted) summary.
+CONTENT_CHECKS = frozenset(
+    {"mandatory_facts", "groundedness", "open_issues", "token_budget", "secret_scan", *QUALITY_CHECK_NAMES}
+)
 # A hash mismatch means the bytes are not what was produced: no reviewer can vouch for them.
 NON_WAIVABLE = frozenset({"integrity"})
 
@@ -184,6 +189,13 @@ def validate_summary(
         numbers = report.to_dict()
         checks[-3]["retention"] = numbers["retention"]
         checks[-1]["fabricated"] = numbers["fabricated"]
+
+    readable = _readable(content)
+    add("content_readable", readable, "content is readable text")
+    if readable:
+        # Opaque content: report only what could be checked, and say the rest is unverifiable.
+        checks = [c for c in checks if c["name"] not in CONTENT_CHECKS]
+        coverage = 0.0
 
     reasons = [f"{c['name']}: {c['detail']}" for c in checks if not c["passed"]]
     return ValidationOutcome(
@@ -482,6 +494,18 @@ def _open_issues(
     if settled:
         problems.append(f"open_items already settled in the sources: {_listed(settled)}")
     return problems
+
+
+def _readable(content: Any) -> list[str]:
+    """An ``opaque`` summary (a framework's encrypted compaction) carries only a digest and a size:
+    nothing in it can be checked against the covered events, so it is unverifiable, never passed."""
+    if not isinstance(content, dict) or content.get("opaque") is not True:
+        return []
+    return [
+        f"unverifiable content: the compaction returned only an encrypted item "
+        f"({content.get('opaque_digest')}, {content.get('opaque_size')} bytes); its text cannot be "
+        "checked against the covered events"
+    ]
 
 
 def _budget(content: Any, content_bytes: bytes, budget: int | None, encoding: str) -> tuple[list[str], str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from memoryhub.models import Event, EventKind, Workflow
+from memoryhub.models import Event, EventKind, Workflow, WorkflowSource
 
 
 class WorkflowSerializer(serializers.ModelSerializer):
@@ -19,6 +19,7 @@ class WorkflowSerializer(serializers.ModelSerializer):
             "external_id",
             "name",
             "graph_release",
+            "source",
             "model",
             "encoding",
             "head_seq",
@@ -57,6 +58,9 @@ class WorkflowCreateSerializer(serializers.Serializer):
     graph_release = serializers.CharField(max_length=100, required=False, allow_blank=True)
     model = serializers.CharField(max_length=100, required=False, allow_blank=True)
     encoding = serializers.CharField(max_length=64, required=False, allow_blank=True)
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # API field name shadows Field.source
+        choices=WorkflowSource.choices, required=False, help_text="The integration that feeds it."
+    )
 
 
 class EventSerializer(serializers.ModelSerializer):

@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from memoryhub.actors import Actor
 from memoryhub.demo import scenario
+from memoryhub.demo.integrations import load_integration_workflows
 from memoryhub.models import CompactionJob, Role, Tenant, Workflow
 from memoryhub.models.compaction import JobStatus
 
@@ -113,6 +114,8 @@ def load(out: Out = print, *, backdate: bool = True) -> LoadReport:
         report.api_key = key_secret
         _replay_acme(out, clock, steps, agents, report)
         _load_other_workflows(out, clock, span, agents)
+        # LangChain and OpenAI Agents runs, through the REST API in process (memoryhub.demo.integrations).
+        load_integration_workflows(key_secret, out, lambda offset: clock.at(span + 86400 * 4 + offset))
     _write_api_key(out, key_secret)
     report.investigation = _investigate(out)
     return report

@@ -1,0 +1,47 @@
+"""The compactor recorded for a LangChain-side summary names the model and the prompt that wrote it."""
+
+from __future__ import annotations
+
+from memoryhub.client import MemoryHubClient
+from memoryhub.integrations.langchain import MemoryHubSummarizationMiddleware
+from memoryhub.integrations.langchain_example import ExtractiveSummarizer, ScriptedAgentModel
+
+
+def middleware(**kwargs) -> MemoryHubSummarizationMiddleware:
+    client = MemoryHubClient("http://127.0.0.1:9")  # never called here
+    return MemoryHubSummarizationMiddleware(ScriptedAgentModel(messages=iter([])), client=client, **kwargs)
+
+
+def summarize_with_service(messages) -> str:
+    return "summary"
+
+
+def test_the_agent_model_with_the_default_prompt():
+    assert middleware().compactor() == {
+        "name": "langchain-summarization",
+        "model": "scripted-agent-1",
+        "prompt_template_version": "langchain-default",
+    }
+
+
+def test_a_separate_summarizer_model_with_a_custom_prompt():
+    compactor = middleware(
+        summarizer=ExtractiveSummarizer(), summary_prompt="Summarize: {messages}"
+    ).compactor()
+    assert compactor["model"] == "extractive-summarizer-1"
+    assert compactor["prompt_template_version"].startswith("sha256:")
+    assert (
+        compactor["prompt_template_version"]
+        != middleware(summary_prompt="Other {messages}").compactor()["prompt_template_version"]
+    )
+
+
+def test_a_summarizer_function_is_named_and_gets_no_prompt():
+    assert middleware(summarizer=summarize_with_service).compactor() == {
+        "name": "langchain-summarizer",
+        "model": "summarize_with_service",
+    }
+
+
+def test_trigger_is_left_to_the_memoryhub_policy():
+    assert middleware(trigger=("tokens", 4000))._trigger_clauses == []

@@ -1,0 +1,107 @@
+"""LangChain v1 middleware against a live MemoryHub server: a real ``create_agent`` graph with
+LangChain's fake chat model runs past the budget, compacts at least twice, and the lineage of a
+tool result reaches the summary the model read."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from langchain_core.messages import HumanMessage, ToolMessage
+
+from memoryhub.client import MemoryHubClient
+from memoryhub.integrations.langchain import SUMMARY_KEY, MemoryHubSummarizationMiddleware
+from memoryhub.integrations.langchain_example import ScriptedAgentModel, run_example
+from memoryhub.models import ConsumerTrace, Event, Summary, Workflow
+from triggers.models import TriggerDecision
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def hub(live_server, alice) -> Iterator[MemoryHubClient]:
+    with MemoryHubClient(live_server.url, api_key=alice.key.secret, timeout=30) as client:
+        yield client
+
+
+def test_agent_compacts_twice_and_a_tool_result_reaches_the_summary_the_model_read(hub):
+    run = run_example(hub, "lc-run", tests=12)
+
+    workflow = Workflow.objects.get(external_id="lc-run")
+    assert workflow.source == "langchain"
+    summaries = list(Summary.objects.filter(workflow=workflow).order_by("version"))
+    assert len(summaries) >= 2
+    # Each compaction is a summary version covering exactly the events it replaced, named after
+    # the summarizing model and the prompt, validated and activated in turn.
+    for summary in summaries:
+        assert summary.covers_from_seq == 1
+        assert (summary.compactor_name, summary.model) == (
+            "langchain-summarization",
+            "extractive-summarizer-1",
+        )
+        assert summary.prompt_template_version == "langchain-default"
+        assert summary.validations.get().passed
+    assert [s.status for s in summaries] == ["SUPERSEDED"] * (len(summaries) - 1) + ["ACTIVE"]
+    assert summaries[0].covers_to_seq < summaries[1].covers_to_seq
+    # The trigger (not a recount) decided: every compaction follows a logged "compact" decision.
+    actions = list(TriggerDecision.objects.filter(workflow=workflow).values_list("action", flat=True))
+    assert actions.count("compact") >= len(summaries)
+
+    # Tool-call/result pairs were kept together: no summary ends between a call and its result.
+    for summary in summaries:
+        covered = Event.objects.filter(workflow=workflow, seq__lte=summary.covers_to_seq)
+        calls = {e.tool_call_id for e in covered if e.kind == "tool_call"}
+        results = {e.tool_call_id for e in covered if e.kind == "tool_result"}
+        assert calls == results
+
+    # Every model call has a consumer trace; after the first compaction they name the summary.
+    traces = list(ConsumerTrace.objects.filter(workflow=workflow).order_by("pk"))
+    assert len(traces) == 13  # 12 tool turns + the final answer
+    assert all(t.flags == [] for t in traces), [t.flags for t in traces]
+    final = traces[-1]
+    assert final.summary == summaries[-1] and final.tail_to_seq == workflow.head_seq - 1
+
+    # What the model read was the recorded summary: the summary message in the state names it.
+    summary_message = next(m for m in run.messages if SUMMARY_KEY in m.additional_kwargs)
+    assert summary_message.additional_kwargs[SUMMARY_KEY]["summary_id"] == summaries[-1].summary_id
+    assert json.loads(summaries[-1].content)["narrative"] in summary_message.content
+
+    # Lineage: artifact → final model call → summary → covered events, which hold T3's tool result.
+    t3 = Event.objects.get(workflow=workflow, kind="tool_result", tool_call_id="call-T3")
+    assert "401 Unauthorized" in t3.content and "T3: POST /payments returned 401" in summary_message.content
+    lineage = hub.lineage("LC-REPORT-1")
+    (hop,) = lineage["traces"]
+    assert hop["model_call_id"] == final.model_call_id
+    assert hop["summary"]["summary_id"] == summaries[-1].summary_id
+    assert hop["covered"]["from_seq"] <= t3.seq <= hop["covered"]["to_seq"]
+    # The chain is whole except that a framework-side compaction has no MemoryHub job behind it.
+    assert [g for g in lineage["gaps"] if "not produced by a recorded compaction job" not in g] == []
+
+
+def test_messages_are_appended_once_even_by_a_fresh_middleware(hub):
+    hub.create_workflow("lc-idem", source="langchain")
+    model = ScriptedAgentModel(messages=iter([]))
+    first = MemoryHubSummarizationMiddleware(model, client=hub, workflow_id="lc-idem")
+    messages = [HumanMessage("hello", id="m1"), ToolMessage("result", tool_call_id="c1", id="m2")]
+    assert first.sync("lc-idem", messages) == 2
+    again = MemoryHubSummarizationMiddleware(model, client=hub, workflow_id="lc-idem")
+    assert again.sync("lc-idem", messages) == 2  # restart: same seqs, nothing new written
+    assert Workflow.objects.get(external_id="lc-idem").head_seq == 2
+
+
+def test_memoryhub_compaction_mode_runs_the_job_and_the_model_reads_its_summary(hub):
+    from memoryhub.celery import app
+
+    app.conf.task_always_eager = True  # the job runs inside the server's request (no worker process)
+    try:
+        run = run_example(hub, "lc-job", tests=8, compaction="memoryhub", artifact_id=None)
+    finally:
+        app.conf.task_always_eager = False
+    workflow = Workflow.objects.get(external_id="lc-job")
+    summaries = list(Summary.objects.filter(workflow=workflow).order_by("version"))
+    assert summaries and all(s.job_id is not None for s in summaries)
+    summary_message = next(m for m in run.messages if SUMMARY_KEY in m.additional_kwargs)
+    read = summary_message.additional_kwargs[SUMMARY_KEY]
+    assert read["summary_id"] == summaries[-1].summary_id
+    assert read["covers_to_seq"] == summaries[-1].covers_to_seq

@@ -1,0 +1,154 @@
+"""OpenAI Agents SDK session + compaction recorder against a live MemoryHub server, with the real
+``openai-agents`` package, a scripted local model provider and a local ``responses.compact`` server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from openai import AsyncOpenAI
+
+from memoryhub.client import MemoryHubClient
+from memoryhub.integrations.openai_agents import COMPACTOR_NAME, MemoryHubSession
+from memoryhub.integrations.openai_agents_example import compact_handler, run_example
+from memoryhub.models import Event, Summary, Workflow
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def hub(live_server, alice) -> Iterator[MemoryHubClient]:
+    with MemoryHubClient(live_server.url, api_key=alice.key.secret, timeout=30) as client:
+        yield client
+
+
+class CompactServer:
+    """A real local HTTP server standing in for OpenAI's ``POST /v1/responses/compact``."""
+
+    def __init__(self, *, readable: bool = False) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.bodies.append(body)
+                status, payload = (
+                    (200, compact_handler(body, readable=readable))
+                    if self.path == "/v1/responses/compact"
+                    else (404, {"error": {"message": self.path}})
+                )
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.client = AsyncOpenAI(
+            api_key="local-fake",
+            base_url=f"http://127.0.0.1:{self.httpd.server_address[1]}/v1",
+            max_retries=0,
+        )
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def compact_server() -> Iterator[CompactServer]:
+    server = CompactServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def readable_compact_server() -> Iterator[CompactServer]:
+    server = CompactServer(readable=True)
+    yield server
+    server.stop()
+
+
+def test_every_item_is_an_event_and_an_encrypted_compaction_is_recorded_as_opaque(hub, compact_server):
+    run = asyncio.run(run_example(hub, "oa-run", openai_client=compact_server.client))
+
+    workflow = Workflow.objects.get(external_id="oa-run")
+    assert workflow.source == "openai-agents"
+    assert run.answers[0].startswith("Status: order A-1001: shipped")
+    events = list(Event.objects.filter(workflow=workflow).order_by("seq"))
+    kinds = [e.kind for e in events]
+    # Per question: user message, tool call, tool result, assistant answer.
+    assert kinds[:4] == ["message", "tool_call", "tool_result", "message"]
+    assert kinds.count("tool_result") == 4 and kinds.count("tool_call") == 4
+
+    assert compact_server.bodies, "the SDK's compaction session never called responses.compact"
+    summaries = list(Summary.objects.filter(workflow=workflow).order_by("version"))
+    assert len(summaries) == len(compact_server.bodies) == len(run.session.summaries) >= 1
+    first = summaries[0]
+    content = json.loads(first.content)
+    assert content["opaque"] is True and content["opaque_digest"].startswith("sha256:")
+    assert content["opaque_size"] > 0
+    # The user's own words came back readable and are kept; the rest is only a digest.
+    assert "What is the status of order A-1001?" in content["narrative"]
+    assert (first.compactor_name, first.model) == (COMPACTOR_NAME, "gpt-4.1")
+    # It covers exactly the events the compaction replaced: everything up to the last one sent.
+    sent = compact_server.bodies[0]["input"]
+    assert first.covers_from_seq == 1
+    assert first.covers_to_seq == max(e.seq for e in events if e.seq <= first.covers_to_seq)
+    assert len([i for i in sent if i.get("type") == "function_call_output"]) == len(
+        [e for e in events if e.kind == "tool_result" and e.seq <= first.covers_to_seq]
+    )
+    # Validation reports unverifiable content, not passed.
+    record = first.validations.get()
+    assert first.status == "REJECTED" and not record.passed
+    assert any("unverifiable content" in reason for reason in record.reasons)
+    # The compacted items replaced the session's history; later items continue the event log.
+    items = asyncio.run(run.session.get_items())
+    assert any(i.get("type") == "compaction" for i in items)
+
+
+def test_a_readable_compaction_is_validated_and_activated(hub, readable_compact_server):
+    run = asyncio.run(run_example(hub, "oa-readable", openai_client=readable_compact_server.client))
+    summaries = list(Summary.objects.filter(workflow__external_id="oa-readable").order_by("version"))
+    assert summaries and summaries[-1].status == "ACTIVE"
+    content = json.loads(summaries[0].content)
+    assert "opaque" not in content and "A-1001: shipped" in content["narrative"]
+    assert summaries[0].validations.get().passed
+    assert run.session.summaries[-1].summary_id == summaries[-1].summary_id
+
+
+def test_pop_and_clear_are_recorded_and_a_new_session_rebuilds_from_memoryhub(hub):
+    session = MemoryHubSession("oa-proto", client=hub)
+
+    async def scenario() -> tuple[Any, list[Any], list[Any]]:
+        await session.add_items(
+            [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+        )
+        popped = await session.pop_item()
+        fresh = await MemoryHubSession("oa-proto", client=hub).get_items()
+        await session.clear_session()
+        return popped, fresh, await session.get_items()
+
+    popped, fresh, after_clear = asyncio.run(scenario())
+    assert popped == {"role": "assistant", "content": "hello"}
+    # Events are append-only: the withdrawal is itself recorded.
+    notes = list(
+        Event.objects.filter(workflow__external_id="oa-proto", kind="note").values_list("content", flat=True)
+    )
+    assert notes[0] == "pop_item: the session withdrew event #2"
+    assert notes[1].startswith("clear_session: the session dropped events #1..#1")
+    assert after_clear == []
+    assert [i["content"] for i in fresh][:2] == ["hi", "hello"]  # rebuilt from the MemoryHub context
+    assert asyncio.run(session.get_items(limit=0)) == []
