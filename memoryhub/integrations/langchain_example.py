@@ -41,7 +41,9 @@ EXAMPLE_POLICY: dict[str, Any] = {
     "strategies": {"cost_benefit": {"compaction_cost_tokens": 0}},
 }
 FAILING = {3: "401 Unauthorized", 7: "409 Conflict", 11: "500 Internal Server Error"}
-_RESULT = re.compile(r"^(T\d+): (POST /payments returned .+)$", re.M)
+# The prompt wraps each message in <message> tags: a status line ends before the next tag.
+_RESULT = re.compile(r"^(T\d+)(?: \((req-\d+)\))?: (POST /payments returned [^<\n]+)", re.M)
+_REQUEST = re.compile(r"log of (T\d+) \(request (req-\d+)\)")
 
 
 def ci_log(n: int) -> str:
@@ -86,8 +88,15 @@ class ExtractiveSummarizer(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         prompt = "\n".join(str(m.content) for m in messages)
-        lines = sorted(set(_RESULT.findall(prompt)), key=lambda r: int(r[0][1:]))
-        text = "## SUMMARY\n" + "\n".join(f"{t}: {s}" for t, s in lines) if lines else "## SUMMARY\nNone"
+        found = _RESULT.findall(prompt)  # from the logs, and from an earlier summary's lines
+        lines = sorted({(t, s) for t, _, s in found}, key=lambda r: int(r[0][1:]))
+        requests = dict(_REQUEST.findall(prompt)) | {t: r for t, r, _ in found if r}
+        if not lines:
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(content="## SUMMARY\nNone"))])
+        # Like a careful summarizer, it keeps the identifiers a later step may need (tool, ids).
+        text = "## SUMMARY\nLogs read with fetch_test_log(test_id):\n" + "\n".join(
+            f"{t} ({requests[t]}): {s}" if t in requests else f"{t}: {s}" for t, s in lines
+        )
         return ChatResult(generations=[ChatGeneration(message=AIMessage(content=text))])
 
 
