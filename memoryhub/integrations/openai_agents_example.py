@@ -105,10 +105,23 @@ def compact_handler(body: dict[str, Any], *, readable: bool = False) -> dict[str
     ]
     digest = hashlib.sha256(json.dumps(items, sort_keys=True).encode()).digest()
     if readable:
-        facts = [
-            str(i.get("output"))
+        # A faithful readable summary: earlier summaries carried forward, each call with its result.
+        outputs = {
+            i.get("call_id"): str(i.get("output"))
             for i in items
             if isinstance(i, dict) and i.get("type") == "function_call_output"
+        }
+        facts = [
+            text.removeprefix("Summary: ")
+            for i in items
+            if isinstance(i, dict) and i.get("role") == "assistant"
+            for text in [_text(i)]
+            if text.startswith("Summary: ")
+        ]
+        facts += [
+            f"{i.get('name')}({i.get('arguments')}) -> {outputs.get(i.get('call_id'), 'no result')}"
+            for i in items
+            if isinstance(i, dict) and i.get("type") == "function_call"
         ]
         output: list[dict[str, Any]] = [
             {

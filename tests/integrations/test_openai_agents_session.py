@@ -122,7 +122,7 @@ def test_every_item_is_an_event_and_an_encrypted_compaction_is_recorded_as_opaqu
 def test_a_readable_compaction_is_validated_and_activated(hub, readable_compact_server):
     run = asyncio.run(run_example(hub, "oa-readable", openai_client=readable_compact_server.client))
     summaries = list(Summary.objects.filter(workflow__external_id="oa-readable").order_by("version"))
-    assert summaries and summaries[-1].status == "ACTIVE"
+    assert summaries and summaries[-1].status == "ACTIVE", [s.validations.last().reasons for s in summaries]
     content = json.loads(summaries[0].content)
     assert "opaque" not in content and "A-1001: shipped" in content["narrative"]
     assert summaries[0].validations.get().passed
