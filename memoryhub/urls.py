@@ -18,5 +18,6 @@ urlpatterns = [
     path("", include((page_patterns, "memoryhub"), namespace="memoryhub")),
 ]
 
+handler403 = "memoryhub.pages.handler403"
 handler404 = "memoryhub.pages.handler404"
 handler500 = "memoryhub.pages.handler500"

@@ -15,6 +15,7 @@ someone asks…"), using ``time_machine`` when it is installed; the investigatio
 from __future__ import annotations
 
 import contextlib
+import io
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ API_KEY_NAME = "demo-agents"
 API_KEY_FILE = "demo-api-key.txt"
 APPEND_CHUNK = 100
 BURST = 6  # events an agent appends in one call when the story is back-dated
+ROLLUP_DAYS = 8  # the back-dated story spans the overview's default 7-day window (and a bit)
 
 
 class DemoStateError(Exception):
@@ -87,11 +89,12 @@ class _Clock:
 # --- loading ---------------------------------------------------------------------------------------
 
 
-def load(out: Out = print, *, backdate: bool = True) -> LoadReport:
+def load(out: Out = print, *, backdate: bool = True, rollups: bool = False) -> LoadReport:
     """Create the demo tenants, users, API key and workflows and replay the scenario timeline.
 
     All in one transaction: a failure leaves nothing behind. Raises ``DemoStateError`` when the
-    acme tenant exists.
+    acme tenant exists. ``rollups`` also backfills the metric rollups of the story (what
+    ``manage.py load_demo`` does; it takes most of the load time, so tests leave it off).
     """
     if is_loaded():
         raise DemoStateError(f"tenant {scenario.TENANT_SLUG!r} already exists")
@@ -111,7 +114,21 @@ def load(out: Out = print, *, backdate: bool = True) -> LoadReport:
         _load_other_workflows(out, clock, span, agents)
     _write_api_key(out, key_secret)
     report.investigation = _investigate(out)
+    if rollups:
+        _backfill_rollups(out, clock)
     return report
+
+
+def _backfill_rollups(out: Out, clock: _Clock) -> None:
+    """Write the metric rollups for the back-dated story, as beat would have written them while it
+    happened, so every overview time series has its shape on first load (beat only catches up an
+    hour by itself)."""
+    from django.core.management import call_command
+
+    days = ROLLUP_DAYS if clock.active else 1
+    sink = io.StringIO()
+    call_command("rollup_metrics", hours=24 * days, stdout=sink)
+    out(f"  metric rollups backfilled for the last {days} days")
 
 
 def _setup_tenants(out: Out) -> tuple[str, Actor]:
