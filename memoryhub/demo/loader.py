@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import io
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -66,8 +66,10 @@ def is_loaded() -> bool:
 class _Clock:
     """Moves "now" to scenario times (offsets in seconds) when back-dating is possible."""
 
-    def __init__(self, base: datetime | None) -> None:
+    def __init__(self, base: datetime | None, sample_gauges: bool = False) -> None:
         self.base = base
+        self.sample_gauges = sample_gauges
+        self._sampled: datetime | None = None
         if base is not None:
             try:
                 import time_machine
@@ -80,10 +82,28 @@ class _Clock:
     def active(self) -> bool:
         return self.base is not None
 
-    def at(self, offset_s: float) -> contextlib.AbstractContextManager[Any]:
+    @contextlib.contextmanager
+    def at(self, offset_s: float) -> Iterator[None]:
         if self.base is None:
-            return contextlib.nullcontext()
-        return self._travel(self.base + timedelta(seconds=offset_s), tick=True)
+            yield
+            return
+        with self._travel(self.base + timedelta(seconds=offset_s), tick=True):
+            yield
+            if self.sample_gauges:
+                self._sample()
+
+    def _sample(self) -> None:
+        """Gauges (active-summary age, tail length…) can only be measured at the moment they hold:
+        measure them after each step of the back-dated story, once per rollup bucket, so the
+        overview's gauge series have the story's shape instead of one point at the end."""
+        from memoryhub import metrics
+
+        bucket = metrics.bucket_floor(timezone.now(), metrics.ROLLUP_BUCKET)
+        if bucket == self._sampled:
+            return
+        self._sampled = bucket
+        for tenant in Tenant.objects.all():
+            metrics.rollup(tenant, backfill=timedelta(0))
 
 
 # --- loading ---------------------------------------------------------------------------------------
@@ -102,7 +122,7 @@ def load(out: Out = print, *, backdate: bool = True, rollups: bool = False) -> L
     span = steps[-1]["at_offset_s"]
     # The publisher's last call (the end of the timeline) happened three days ago.
     base = timezone.now() - timedelta(days=3, seconds=span) if backdate else None
-    clock = _Clock(base)
+    clock = _Clock(base, sample_gauges=rollups)
     report = LoadReport(backdated=clock.active)
     when = "back-dated to end three days ago" if clock.active else "at the current time"
     out(f"Loading the MemoryHub demo ({when}).")

@@ -28,11 +28,14 @@
 
   // Charts are drawn one at a time, each in its own task, so the page is usable before the last one is
   // drawn; each shows its "Loading…" placeholder until then.
-  window.MemoryHub.drawCharts = function (root) {
+  window.MemoryHub.drawCharts = function (root, done) {
     const queue = Array.prototype.slice.call((root || document).querySelectorAll("[data-figure]"));
     (function next() {
       const el = queue.shift();
-      if (!el) return;
+      if (!el) {
+        if (done) done();
+        return;
+      }
       drawChart(el);
       setTimeout(next, 16);
     })();
@@ -135,6 +138,8 @@
 
   function afterDraw(el, fig) {
     el.dataset.drawn = "1";
+    // Plotly puts interactive layers inside: the chart is a labelled group, not an image.
+    if (el.getAttribute("role") === "img") el.setAttribute("role", "group");
     untabModebar(el);
     dataTable(el, fig);
   }
@@ -228,6 +233,9 @@
     if (!row) return;
     document.querySelectorAll("tr.target").forEach(function (r) { if (r !== row) r.classList.remove("target"); });
     row.classList.add("target");
+    if (window.location.hash !== "#event-" + seq) {
+      history.replaceState(null, "", window.location.pathname + window.location.search + "#event-" + seq);
+    }
     row.scrollIntoView({ block: "center" });
   }
 
@@ -278,7 +286,8 @@
   document.addEventListener("DOMContentLoaded", function () {
     enhance(document);
     goToSeq();
-    window.MemoryHub.drawCharts(document);
+    // Charts change the page's height as they draw: scroll to the row again once they are in.
+    window.MemoryHub.drawCharts(document, function () { setTimeout(goToSeq, 50); });
     document.querySelectorAll("[data-refresh-url]").forEach(schedule);
   });
 })();
