@@ -5,9 +5,6 @@ from importlib import import_module
 
 from django.http import HttpResponse, HttpResponseForbidden, HttpResponseNotFound, HttpResponseServerError
 from django.template import loader
-from django.templatetags.static import static
-from django.urls import path
-from django.views.generic import RedirectView
 
 from memoryhub.api.errors import api_404, api_500, json_error
 
@@ -24,10 +21,7 @@ PAGE_MODULES = [
     "memoryhub.views.search",  # nav search box
 ]
 
-urlpatterns: list = [
-    # Browsers ask for /favicon.ico whatever the page says; answer with the one in static/.
-    path("favicon.ico", RedirectView.as_view(url=static("memoryhub/favicon.svg"), permanent=True)),
-]
+urlpatterns: list = []
 for module_name in PAGE_MODULES:
     urlpatterns += import_module(module_name).urlpatterns
 

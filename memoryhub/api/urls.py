@@ -3,7 +3,7 @@
 from importlib import import_module
 
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 FEATURE_MODULES = [
     "memoryhub.api.workflows",  # workflows, events
@@ -19,7 +19,6 @@ FEATURE_MODULES = [
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
-    path("redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
 ]
 v1_patterns: list = []
 for module_name in FEATURE_MODULES:
