@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
@@ -29,6 +29,7 @@ from django.views.decorators.http import require_GET
 
 from memoryhub.models import Artifact, ConsumerTrace, Event, Summary, Workflow
 from memoryhub.models.workflows import EventKind
+from memoryhub.search import candidate_seqs
 from memoryhub.views.base import page_tenant, page_workflow
 
 HITS_PER_KIND = 20
@@ -148,9 +149,21 @@ def id_hits(tenant: Any, q: str, workflow: Workflow | None) -> list[Hit]:
     return hits
 
 
+PREFILTER_MAX = 5000  # more trigram candidates than this: let the database scan instead
+
+
+def containing(qs: QuerySet[Event], workflow: Workflow, q: str, from_seq: int = 1) -> QuerySet[Event]:
+    """Unpurged events of ``workflow`` whose content contains ``q`` (case-insensitive). On
+    PostgreSQL the trigram index (memoryhub.search) narrows a long history to a few candidates."""
+    seqs = candidate_seqs(workflow.pk, q, regex=False, from_seq=from_seq, to_seq=None)
+    if seqs is not None and len(seqs) <= PREFILTER_MAX:
+        qs = qs.filter(seq__in=seqs)
+    return qs.filter(content__icontains=q, purged_at__isnull=True)
+
+
 def event_hits(workflow: Workflow, q: str) -> list[Hit]:
     events = (
-        Event.objects.filter(workflow=workflow, purged_at__isnull=True, content__icontains=q)
+        containing(Event.objects.filter(workflow=workflow), workflow, q)
         .only("seq", "kind", "agent", "content")
         .order_by("seq")[:EVENT_HITS]
     )
@@ -222,7 +235,7 @@ def workflow_timeline(request: HttpRequest, wf: str) -> HttpResponse:
     if agent:
         qs = qs.filter(agent=agent)
     if q:
-        qs = qs.filter(content__icontains=q, purged_at__isnull=True)
+        qs = containing(qs, workflow, q, from_seq=start)
     rows = list(qs.order_by("seq")[: TIMELINE_ROWS + 1])
     more = len(rows) > TIMELINE_ROWS
     rows = rows[:TIMELINE_ROWS]
