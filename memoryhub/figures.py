@@ -203,6 +203,14 @@ def time_series(
     return {"data": data, "layout": layout}
 
 
+TICK_CHARS = 18
+
+
+def short_label(label: str, limit: int = TICK_CHARS) -> str:
+    """``label`` cut to ``limit`` characters with an ellipsis (axis ticks; hover has the full text)."""
+    return label if len(label) <= limit else label[: limit - 1] + "…"
+
+
 def workflow_bars(
     title: str,
     bars: Sequence[Bar],
@@ -230,6 +238,11 @@ def workflow_bars(
     layout["xaxis"]["type"] = "category"
     layout["xaxis"]["tickangle"] = -30
     layout["xaxis"]["automargin"] = True
+    # Real thread ids run past 100 characters: the axis shows a short label (the bar keeps the
+    # full id as its category, shown on hover), so a long id cannot squash the plot.
+    layout["xaxis"]["tickmode"] = "array"
+    layout["xaxis"]["tickvals"] = [b.label for b in bars]
+    layout["xaxis"]["ticktext"] = [short_label(b.label) for b in bars]
     shapes, notes = _reference_lines(lines)
     layout["shapes"] = shapes
     layout["annotations"] = notes + ([] if bars else [_empty_note(empty_text)])

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI assets for /api/docs/ (no CDN)
     "memoryhub",
     "audit",
     "triggers",
@@ -256,6 +257,9 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "MemoryHub API",
     "DESCRIPTION": "Versioned, audited compacted memory for multi-agent LLM workflows.",
     "VERSION": "1.0.0",
+    # /api/docs/ loads Swagger UI's JS/CSS from the installed sidecar package, never a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {

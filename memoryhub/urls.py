@@ -2,7 +2,9 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from memoryhub.api.urls import urlpatterns as api_meta
 from memoryhub.api.urls import v1_patterns
@@ -11,6 +13,8 @@ from memoryhub.views.auth import ThrottledLoginView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    # Browsers ask for /favicon.ico whatever a page says; answer with the one in static/ (public).
+    path("favicon.ico", RedirectView.as_view(url=static("memoryhub/favicon.svg"), permanent=True)),
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include(api_meta)),
@@ -18,5 +22,6 @@ urlpatterns = [
     path("", include((page_patterns, "memoryhub"), namespace="memoryhub")),
 ]
 
+handler403 = "memoryhub.pages.handler403"
 handler404 = "memoryhub.pages.handler404"
 handler500 = "memoryhub.pages.handler500"

@@ -763,3 +763,26 @@ def simulate_steps(tenant: Tenant, body: Any) -> dict[str, Any]:
     result["current_policy"] = current.to_dict()
     result["candidate_policy"] = candidate.to_dict()
     return result
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def policy_diff(current: PolicySpec, candidate: PolicySpec) -> list[dict[str, Any]]:
+    """What saving ``candidate`` would change: ``[{"field", "current", "candidate"}]`` for every
+    stored field (strategy settings as ``strategies.<name>.<key>``) whose value differs."""
+    before, after = _flatten(current.to_dict()), _flatten(candidate.to_dict())
+    stored = set(POLICY_FIELDS) | {"strategies"}
+    return [
+        {"field": name, "current": before.get(name), "candidate": after.get(name)}
+        for name in sorted(before.keys() | after.keys())
+        if name.split(".", 1)[0] in stored and before.get(name) != after.get(name)
+    ]

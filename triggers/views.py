@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -12,7 +13,8 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import path
+from django.urls import path, reverse
+from django.views.decorators.http import require_POST
 
 from memoryhub.actors import Actor
 from memoryhub.errors import InvalidInput
@@ -92,29 +94,55 @@ def decision_log(request: HttpRequest, wf: str) -> HttpResponse:
     )
 
 
+# Form fields that belong to the simulation request rather than to the candidate policy.
+SIM_KEYS = ("workflow", "group", "compaction_ratio")
+
+
+def _candidate_pairs(data: Any) -> list[tuple[str, str]]:
+    """Every submitted (name, value) but the CSRF token and the share marker, in order."""
+    return [
+        (key, value)
+        for key in data
+        if key not in ("csrfmiddlewaretoken", "run", "scope")
+        for value in data.getlist(key)
+    ]
+
+
+def share_url(data: Any) -> str:
+    """A GET URL that reproduces this simulation (workflow, grouping, ratio, every candidate field)."""
+    query = urlencode([*_candidate_pairs(data), ("run", "1")])
+    return f"{reverse('memoryhub:triggers-simulator')}?{query}"
+
+
 @login_required
 def simulator(request: HttpRequest) -> HttpResponse:
-    """Pick a workflow, edit a candidate policy, see both replays side by side."""
-    tenant, _ = page_tenant(request)
+    """Pick a workflow, edit a candidate policy, see both replays side by side; share the run as a
+    URL (GET with ``run=1`` and the form's fields) and save the candidate as a policy."""
+    tenant, role = page_tenant(request)
     workflows = list(
         Workflow.objects.filter(tenant=tenant)
         .order_by("-updated_at", "-id")
         .values_list("external_id", flat=True)[:200]
     )
-    wf_id = request.POST.get("workflow") or request.GET.get("workflow") or (workflows[0] if workflows else "")
+    data = (
+        request.POST if request.method == "POST" else (request.GET if request.GET.get("run") == "1" else None)
+    )
+    source_data = data if data is not None else request.GET
+    wf_id = source_data.get("workflow") or (workflows[0] if workflows else "")
     context: dict[str, Any] = {"workflows": workflows, "selected": wf_id, "group": "auto"}
     if not wf_id:
         return render(request, "triggers/simulator.html", context)
     workflow = page_workflow(request, wf_id)
     current, source, _ = services.effective_policy(tenant, workflow)
-    group = request.POST.get("group") or request.GET.get("group") or "auto"
+    group = source_data.get("group") or "auto"
     body: dict[str, Any] = {"group": group}
     form = PolicyForm(initial=PolicyForm.initial_from(current))
-    if request.method == "POST":
-        form = PolicyForm(request.POST)
+    candidate: dict[str, Any] | None = None
+    if data is not None:
+        form = PolicyForm(data)
         if form.is_valid():
-            body["candidate"] = form.to_policy()
-        ratio = request.POST.get("compaction_ratio", "").strip()
+            candidate = body["candidate"] = form.to_policy()
+        ratio = data.get("compaction_ratio", "").strip()
         if ratio:
             try:
                 body["compaction_ratio"] = float(ratio)
@@ -129,6 +157,12 @@ def simulator(request: HttpRequest) -> HttpResponse:
                 form.add_policy_errors(exc)
             else:
                 form.add_error(None, exc.detail)
+    diff: list[dict[str, Any]] = []
+    if result and candidate is not None:
+        try:
+            diff = services.policy_diff(current, services.parse_policy(candidate))
+        except InvalidInput:
+            diff = []
     context.update(
         {
             "workflow": workflow,
@@ -136,13 +170,51 @@ def simulator(request: HttpRequest) -> HttpResponse:
             "current": current,
             "source": source,
             "group": group,
-            "ratio": request.POST.get("compaction_ratio", ""),
+            "ratio": source_data.get("compaction_ratio", ""),
             "result": result,
             "figure_json": json.dumps(simulation_figure(result)) if result else "",
             "count_rows": _count_rows(result) if result else [],
+            "share_url": request.build_absolute_uri(share_url(data)) if (result and data is not None) else "",
+            "candidate_pairs": [(k, v) for k, v in _candidate_pairs(data) if k not in SIM_KEYS]
+            if (result and candidate is not None and data is not None)
+            else [],
+            "diff": diff,
+            "can_save_workflow": role_at_least(role, Role.REVIEWER),
+            "can_save_tenant": role_at_least(role, Role.ADMIN),
         }
     )
     return render(request, "triggers/simulator.html", context)
+
+
+@login_required
+@require_POST
+def simulator_save(request: HttpRequest) -> HttpResponse:
+    """Save the simulated candidate as the workflow's override (reviewer) or the tenant default
+    (admin) — the same roles as the policy pages — through services.save_policy (audited)."""
+    tenant, role = page_tenant(request)
+    workflow = page_workflow(request, request.POST.get("workflow", ""))
+    scope = request.POST.get("scope", "workflow")
+    if scope not in ("workflow", "tenant"):
+        raise InvalidInput(f"unknown scope {scope!r}")
+    needed = Role.ADMIN if scope == "tenant" else Role.REVIEWER
+    if not role_at_least(role, needed):
+        raise PermissionDenied(f"Saving the {scope} policy needs the {needed} role.")
+    back = share_url(request.POST)
+    form = PolicyForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The candidate policy is not valid; nothing was saved.")
+        return redirect(back)
+    target = workflow if scope == "workflow" else None
+    try:
+        services.save_policy(tenant, form.to_policy(), Actor.from_request(request), workflow=target)
+    except InvalidInput as exc:
+        messages.error(request, f"Nothing was saved: {exc.detail}")
+        return redirect(back)
+    where = f"{workflow.external_id}'s policy override" if target else "the tenant default policy"
+    messages.success(request, f"Saved the simulated candidate as {where}.")
+    if target is not None:
+        return redirect("memoryhub:triggers-workflow-policy", wf=workflow.external_id)
+    return redirect("memoryhub:triggers-tenant-policy")
 
 
 COUNT_LABELS = (
@@ -175,6 +247,7 @@ def _count_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 urlpatterns = [
     path("triggers/policy/", tenant_policy, name="triggers-tenant-policy"),
     path("triggers/simulator/", simulator, name="triggers-simulator"),
+    path("triggers/simulator/save/", simulator_save, name="triggers-simulator-save"),
     path("triggers/workflows/<str:wf>/policy/", workflow_policy, name="triggers-workflow-policy"),
     path("triggers/workflows/<str:wf>/decisions/", decision_log, name="triggers-decisions"),
 ]

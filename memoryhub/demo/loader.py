@@ -15,8 +15,9 @@ someone asks…"), using ``time_machine`` when it is installed; the investigatio
 from __future__ import annotations
 
 import contextlib
+import io
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -36,6 +37,7 @@ API_KEY_NAME = "demo-agents"
 API_KEY_FILE = "demo-api-key.txt"
 APPEND_CHUNK = 100
 BURST = 6  # events an agent appends in one call when the story is back-dated
+ROLLUP_DAYS = 8  # the back-dated story spans the overview's default 7-day window (and a bit)
 
 # The validator in force when the seed incident happened (kept as it was; see memoryhub.validation).
 INCIDENT_VALIDATOR = "rules-5"
@@ -69,8 +71,10 @@ def is_loaded() -> bool:
 class _Clock:
     """Moves "now" to scenario times (offsets in seconds) when back-dating is possible."""
 
-    def __init__(self, base: datetime | None) -> None:
+    def __init__(self, base: datetime | None, sample_gauges: bool = False) -> None:
         self.base = base
+        self.sample_gauges = sample_gauges
+        self._sampled: datetime | None = None
         if base is not None:
             try:
                 import time_machine
@@ -83,20 +87,39 @@ class _Clock:
     def active(self) -> bool:
         return self.base is not None
 
-    def at(self, offset_s: float) -> contextlib.AbstractContextManager[Any]:
+    @contextlib.contextmanager
+    def at(self, offset_s: float) -> Iterator[None]:
         if self.base is None:
-            return contextlib.nullcontext()
-        return self._travel(self.base + timedelta(seconds=offset_s), tick=True)
+            yield
+            return
+        with self._travel(self.base + timedelta(seconds=offset_s), tick=True):
+            yield
+            if self.sample_gauges:
+                self._sample()
+
+    def _sample(self) -> None:
+        """Gauges (active-summary age, tail length…) can only be measured at the moment they hold:
+        measure them after each step of the back-dated story, once per rollup bucket, so the
+        overview's gauge series have the story's shape instead of one point at the end."""
+        from memoryhub import metrics
+
+        bucket = metrics.bucket_floor(timezone.now(), metrics.ROLLUP_BUCKET)
+        if bucket == self._sampled:
+            return
+        self._sampled = bucket
+        for tenant in Tenant.objects.all():
+            metrics.rollup(tenant, backfill=timedelta(0))
 
 
 # --- loading ---------------------------------------------------------------------------------------
 
 
-def load(out: Out = print, *, backdate: bool = True) -> LoadReport:
+def load(out: Out = print, *, backdate: bool = True, rollups: bool = False) -> LoadReport:
     """Create the demo tenants, users, API key and workflows and replay the scenario timeline.
 
     All in one transaction: a failure leaves nothing behind. Raises ``DemoStateError`` when the
-    acme tenant exists.
+    acme tenant exists. ``rollups`` also backfills the metric rollups of the story (what
+    ``manage.py load_demo`` does; it takes most of the load time, so tests leave it off).
     """
     if is_loaded():
         raise DemoStateError(f"tenant {scenario.TENANT_SLUG!r} already exists")
@@ -104,7 +127,7 @@ def load(out: Out = print, *, backdate: bool = True) -> LoadReport:
     span = steps[-1]["at_offset_s"]
     # The publisher's last call (the end of the timeline) happened three days ago.
     base = timezone.now() - timedelta(days=3, seconds=span) if backdate else None
-    clock = _Clock(base)
+    clock = _Clock(base, sample_gauges=rollups)
     report = LoadReport(backdated=clock.active)
     when = "back-dated to end three days ago" if clock.active else "at the current time"
     out(f"Loading the MemoryHub demo ({when}).")
@@ -118,7 +141,21 @@ def load(out: Out = print, *, backdate: bool = True) -> LoadReport:
         load_integration_workflows(key_secret, out, lambda offset: clock.at(span + 86400 * 4 + offset))
     _write_api_key(out, key_secret)
     report.investigation = _investigate(out)
+    if rollups:
+        _backfill_rollups(out, clock)
     return report
+
+
+def _backfill_rollups(out: Out, clock: _Clock) -> None:
+    """Write the metric rollups for the back-dated story, as beat would have written them while it
+    happened, so every overview time series has its shape on first load (beat only catches up an
+    hour by itself)."""
+    from django.core.management import call_command
+
+    days = ROLLUP_DAYS if clock.active else 1
+    sink = io.StringIO()
+    call_command("rollup_metrics", hours=24 * days, stdout=sink)
+    out(f"  metric rollups backfilled for the last {days} days")
 
 
 def _setup_tenants(out: Out) -> tuple[str, Actor]:

@@ -1,5 +1,7 @@
 """The demo's other workflows: acme/refunds-api-9 (no summary yet; the demo compacts it live
-through the worker) and globex/onboarding-7 (a second, smaller tenant). Pure data."""
+through the worker), globex/onboarding-7 (a second, smaller tenant) and an acme workflow whose id
+is 110 characters long with one very long unbroken token (real thread ids and tool outputs look
+like this; the pages must not break on them). Pure data."""
 
 from __future__ import annotations
 
@@ -543,6 +545,53 @@ def _onboarding_events() -> list[Event]:
     return number(events, ONBOARDING_ID)
 
 
+# --- acme / a workflow with a 110-character id ---------------------------------------------------------
+
+LONG_ID = (
+    "nightly-regression.payments-api.eu-west-1.acme-prod.langgraph-thread-"
+    "7f3c9a2e-5b1d-4e8a-9c6f-0a1b2c3d4e5f.r2-a"
+)
+assert len(LONG_ID) == 110, len(LONG_ID)
+LONG_TOKEN_PARTS = 120  # the unbroken token in the coverage report is ~3,600 characters
+NR = "nightly-runner"
+
+
+def _long_named_events() -> list[Event]:
+    token = ".".join(f"payments.v2.refunds.case{i:03d}" for i in range(LONG_TOKEN_PARTS))
+    events: list[Event] = [
+        ev(
+            "message",
+            NR,
+            "Nightly regression of the payments API in eu-west-1: rerun the refund and capture suites "
+            "against release 2026.11.3 and report coverage per endpoint.",
+        ),
+        ev(
+            "requirement",
+            NR,
+            "Every endpoint touched by release 2026.11.3 must have at least one passing test tonight.",
+            facts=[
+                fact(
+                    "NR-1",
+                    "constraint",
+                    "Every endpoint touched by release 2026.11.3 needs one passing test",
+                )
+            ],
+        ),
+        *tool_pair(
+            NR,
+            "call-nr-coverage-1",
+            'coverage_report({"suite": "payments-nightly", "format": "dotted"})',
+            "coverage_report returned the covered case path: " + token,
+        ),
+        ev(
+            "decision",
+            NR,
+            "Coverage is complete for the refund endpoints; the capture suite reruns tomorrow.",
+        ),
+    ]
+    return number(events, "nightly-regression")
+
+
 def workflows() -> list[dict[str, Any]]:
     """Both extra workflows with identity, events and what the demo does with them."""
     return [
@@ -560,6 +609,14 @@ def workflows() -> list[dict[str, Any]]:
             "name": "Partner onboarding: Northwind Freight",
             "graph_release": "onboarding@2026.10.4",
             "events": _onboarding_events(),
+            "compact_live": False,
+        },
+        {
+            "tenant": "acme",
+            "external_id": LONG_ID,
+            "name": "Nightly regression (a thread id as long as real ones get)",
+            "graph_release": "api-testgen@2026.11.3",
+            "events": _long_named_events(),
             "compact_live": False,
         },
     ]

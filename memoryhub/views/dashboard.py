@@ -47,6 +47,7 @@ from memoryhub.models import (
     ValidationRecord,
     Workflow,
 )
+from memoryhub.models.workflows import EventKind
 from memoryhub.views.base import EVENTS_PER_PAGE, page_tenant, page_workflow
 from triggers.models import TriggerDecision
 
@@ -1171,6 +1172,7 @@ def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
             "artifacts": artifacts,
             "jobs": jobs,
             "page": event_page(workflow, page_no),
+            "event_kinds": EventKind.values,
             "watermark": cast(Summary, workflow.active_summary).covers_to_seq
             if workflow.active_summary_id
             else 0,

@@ -1,12 +1,18 @@
 // MemoryHub dashboard helpers: highlight the current nav item; refresh fragments by polling
 // (four times slower while the tab is hidden, at once when it comes back); draw Plotly figures
-// built in Python (memoryhub/figures.py) and follow a point's customdata URL on click.
+// built in Python (memoryhub/figures.py), follow a point's customdata URL on click, and offer the
+// same drill-downs as a data table under each chart; keep a chart's zoom across refreshes
+// (Plotly.react + uirevision); clamp long event content with a Show all / Show less button; and
+// scroll to and highlight the row of "go to seq".
 (function () {
   "use strict";
   const path = window.location.pathname;
   document.querySelectorAll(".mainnav a").forEach(function (a) {
     const href = a.getAttribute("href");
-    if (href && href !== "/" && path.startsWith(href)) a.classList.add("active");
+    if (href && href !== "/" && path.startsWith(href)) {
+      a.classList.add("active");
+      a.setAttribute("aria-current", "page");
+    }
   });
 
   window.MemoryHub = window.MemoryHub || {};
@@ -22,15 +28,121 @@
 
   // Charts are drawn one at a time, each in its own task, so the page is usable before the last one is
   // drawn; each shows its "Loading…" placeholder until then.
-  window.MemoryHub.drawCharts = function (root) {
+  window.MemoryHub.drawCharts = function (root, done) {
     const queue = Array.prototype.slice.call((root || document).querySelectorAll("[data-figure]"));
     (function next() {
       const el = queue.shift();
-      if (!el) return;
+      if (!el) {
+        if (done) done();
+        return;
+      }
       drawChart(el);
       setTimeout(next, 16);
     })();
   };
+
+  const PLOT_CONFIG = { displaylogo: false, responsive: true };
+
+  // The chart's title is drawn as HTML above the plot, not inside it, so Plotly's mode bar (top
+  // right, on hover) never covers it and a long title wraps instead of running under the bar.
+  function liftTitle(el, layout) {
+    const title = layout.title && (typeof layout.title === "string" ? layout.title : layout.title.text);
+    if (!title) return layout;
+    layout.title = { text: "" };
+    let cap = el.previousElementSibling;
+    if (!cap || !cap.classList.contains("chart-title")) {
+      cap = document.createElement("div");
+      cap.className = "chart-title";
+      el.parentNode.insertBefore(cap, el);
+    }
+    cap.textContent = title.replace(/<[^>]+>/g, "");
+    layout.margin = Object.assign({}, layout.margin || {}, { t: Math.max(28, ((layout.margin || {}).t || 40) - 16) });
+    return layout;
+  }
+
+  function readFigure(el) {
+    const fig = JSON.parse(el.dataset.figure);
+    const layout = liftTitle(el, fig.layout || {});
+    // A user's zoom and pan survive Plotly.react on refresh as long as uirevision stays the same.
+    layout.uirevision = el.id || "chart";
+    return { data: fig.data, layout: layout };
+  }
+
+  // Mode-bar buttons are mouse conveniences; keyboard users get the data table under the chart.
+  function untabModebar(el) {
+    el.querySelectorAll(".modebar a, .modebar button, .modebar [tabindex]").forEach(function (b) {
+      b.setAttribute("tabindex", "-1");
+    });
+  }
+
+  const TABLE_ROWS = 60;
+
+  // A <details> table under each chart: every point with its value, and its drill-down link when the
+  // chart has one, so the drill-down is reachable without a mouse.
+  function dataTable(el, fig) {
+    const holder = el.parentNode;
+    let box = holder.querySelector(":scope > details.chart-data[data-for='" + el.id + "']");
+    const wasOpen = box && box.open;
+    if (box) box.remove();
+    const rows = [];
+    (fig.data || []).forEach(function (trace) {
+      const xs = trace.x || [], ys = trace.y || [], cd = trace.customdata || [];
+      for (let i = 0; i < xs.length; i++) {
+        if (ys[i] === null || ys[i] === undefined) continue;
+        const url = Array.isArray(cd[i]) ? cd[i][0] : cd[i];
+        rows.push({ series: trace.name || "", x: xs[i], y: ys[i], url: typeof url === "string" ? url : "" });
+      }
+    });
+    if (!rows.length) return;
+    const shown = rows.length > TABLE_ROWS ? rows.slice(rows.length - TABLE_ROWS) : rows;
+    box = document.createElement("details");
+    box.className = "chart-data";
+    box.dataset.for = el.id;
+    box.open = !!wasOpen;
+    const sum = document.createElement("summary");
+    sum.textContent = "Data table" + (el.dataset.drilldown ? " with links" : "") +
+      (rows.length > shown.length ? " (last " + shown.length + " of " + rows.length + " points)" : "");
+    box.appendChild(sum);
+    const wrap = document.createElement("div");
+    wrap.className = "table-wrap";
+    const table = document.createElement("table");
+    table.className = "table";
+    const head = table.createTHead().insertRow();
+    ["Series", "At", "Value"].forEach(function (h) {
+      const th = document.createElement("th");
+      th.scope = "col";
+      th.textContent = h;
+      head.appendChild(th);
+    });
+    const body = table.createTBody();
+    shown.forEach(function (r) {
+      const tr = body.insertRow();
+      tr.insertCell().textContent = r.series;
+      const at = tr.insertCell();
+      if (r.url) {
+        const a = document.createElement("a");
+        a.href = r.url;
+        a.textContent = String(r.x);
+        at.appendChild(a);
+      } else {
+        at.textContent = String(r.x);
+      }
+      const v = tr.insertCell();
+      v.className = "num";
+      v.textContent = typeof r.y === "number" ? r.y.toLocaleString() : String(r.y);
+    });
+    wrap.appendChild(table);
+    box.appendChild(wrap);
+    holder.insertBefore(box, el.nextSibling);
+  }
+
+  function afterDraw(el, fig) {
+    el.dataset.drawn = "1";
+    // Plotly puts interactive layers inside: the chart is a labelled group, not an image.
+    if (el.getAttribute("role") === "img") el.setAttribute("role", "group");
+    untabModebar(el);
+    dataTable(el, fig);
+  }
 
   function drawChart(el) {
     if (!window.Plotly) {
@@ -39,15 +151,22 @@
     }
     let fig;
     try {
-      fig = JSON.parse(el.dataset.figure);
+      fig = readFigure(el);
     } catch (err) {
       chartMessage(el, "This chart's data could not be read.", "chart-error");
       return;
     }
+    // Redrawn after a refresh: update in place, keeping the user's zoom (uirevision).
+    if (el.dataset.drawn === "1" && el.classList.contains("js-plotly-plot")) {
+      window.Plotly.react(el, fig.data, fig.layout, PLOT_CONFIG)
+        .then(function () { afterDraw(el, fig); })
+        .catch(function () { chartMessage(el, "This chart could not be drawn.", "chart-error"); });
+      return;
+    }
     el.innerHTML = "";
-    window.Plotly.newPlot(el, fig.data, fig.layout || {}, { displaylogo: false, responsive: true })
+    window.Plotly.newPlot(el, fig.data, fig.layout, PLOT_CONFIG)
       .then(function () {
-        el.dataset.drawn = "1";
+        afterDraw(el, fig);
         if (el.dataset.drilldown) {
           el.on("plotly_click", function (ev) {
             const p = ev.points && ev.points[0];
@@ -62,6 +181,62 @@
   function purgeCharts(root) {
     if (!window.Plotly) return;
     root.querySelectorAll(".js-plotly-plot").forEach(function (el) { window.Plotly.purge(el); });
+  }
+
+  // Replace a refreshed fragment, but keep each drawn chart's element (and so its zoom and pan):
+  // the new figure JSON moves onto the old element, which drawChart then updates with Plotly.react.
+  function swapKeepingCharts(el, html) {
+    const tpl = document.createElement("template");
+    tpl.innerHTML = html;
+    const kept = new Set();
+    tpl.content.querySelectorAll("[data-figure][id]").forEach(function (fresh) {
+      const old = el.querySelector("#" + CSS.escape(fresh.id));
+      if (!old || old.dataset.drawn !== "1") return;
+      old.dataset.figure = fresh.dataset.figure;
+      fresh.replaceWith(old);
+      kept.add(old);
+    });
+    el.querySelectorAll(".js-plotly-plot").forEach(function (c) {
+      if (!kept.has(c) && window.Plotly) window.Plotly.purge(c);
+    });
+    el.replaceChildren(tpl.content);
+  }
+
+  // --- long content: clamp in place, expand/collapse with a button -------------------------------
+  const CLAMP_PX = 120;
+
+  function enhance(root) {
+    (root || document).querySelectorAll("[data-expandable]:not([data-ready])").forEach(function (box) {
+      box.dataset.ready = "1";
+      const body = box.querySelector(".expandable-body");
+      if (!body || body.scrollHeight <= CLAMP_PX * 1.3 || body.querySelector("mark")) return;
+      box.classList.add("clamped");
+      const btn = document.createElement("button");
+      btn.type = "button";
+      btn.className = "expand-toggle";
+      btn.setAttribute("aria-expanded", "false");
+      btn.textContent = "Show all";
+      btn.addEventListener("click", function () {
+        const open = box.classList.toggle("clamped") === false;
+        btn.setAttribute("aria-expanded", open ? "true" : "false");
+        btn.textContent = open ? "Show less" : "Show all";
+      });
+      box.appendChild(btn);
+    });
+  }
+
+  // --- "go to seq": ?seq=N opens the page holding row N; scroll to it and highlight it -----------
+  function goToSeq() {
+    const seq = new URLSearchParams(window.location.search).get("seq");
+    if (!seq || !/^[0-9]+$/.test(seq)) return;
+    const row = document.getElementById("event-" + seq);
+    if (!row) return;
+    document.querySelectorAll("tr.target").forEach(function (r) { if (r !== row) r.classList.remove("target"); });
+    row.classList.add("target");
+    if (window.location.hash !== "#event-" + seq) {
+      history.replaceState(null, "", window.location.pathname + window.location.search + "#event-" + seq);
+    }
+    row.scrollIntoView({ block: "center" });
   }
 
   // --- fragment polling -------------------------------------------------------------------
@@ -79,10 +254,10 @@
         return r.text();
       })
       .then(function (html) {
-        purgeCharts(el);
-        el.innerHTML = html;
+        swapKeepingCharts(el, html);
         el.classList.remove("refresh-error");
         window.MemoryHub.drawCharts(el);
+        enhance(el);
       })
       .catch(function () { el.classList.add("refresh-error"); })
       .finally(function () {
@@ -109,7 +284,10 @@
   });
 
   document.addEventListener("DOMContentLoaded", function () {
-    window.MemoryHub.drawCharts(document);
+    enhance(document);
+    goToSeq();
+    // Charts change the page's height as they draw: scroll to the row again once they are in.
+    window.MemoryHub.drawCharts(document, function () { setTimeout(goToSeq, 50); });
     document.querySelectorAll("[data-refresh-url]").forEach(schedule);
   });
 })();

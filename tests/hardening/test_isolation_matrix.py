@@ -503,6 +503,15 @@ PAGES: dict[str, Page] = {
         data=lambda w: {"fact": "401 Unauthorized"},
     ),
     "trace-replay": Page("object", lambda w: {"trace_id": _trace(w)}),
+    "trace-detail": Page("object", lambda w: {"trace_id": _trace(w)}),
+    "trace-list": Page("tenant"),
+    "artifact-list": Page("tenant"),
+    # "o" matches ids and names in both tenants: each caller sees only their own.
+    "search": Page("tenant", query={"q": "o", "all": "1"}),
+    "workflow-timeline": Page("object", lambda w: WF),
+    "triggers-simulator-save": Page(
+        "object", get=None, post=R, data=lambda w: {"workflow": SEED_WF, "scope": "workflow"}
+    ),
     "event-range": Page("object", lambda w: {"wf": SEED_WF, "from_seq": 1, "to_seq": 20}),
     "summary-diff": Page("object", _sid("active")),
     "audit-log": Page("tenant"),

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.django_db
 def loaded(settings, tmp_path):
     settings.VAR_DIR = tmp_path
     out = StringIO()
-    call_command("load_demo", stdout=out)
+    call_command("load_demo", "--no-rollups", stdout=out)
     return out.getvalue()
 
 

@@ -1,7 +1,8 @@
 """load_demo: load the seed scenario (acme/api-tests-42 and friends) through the real services.
 
-`load_demo` loads everything (refuses when the demo tenant exists), `--skip-if-loaded` makes that a
-no-op, `--live-steps` asks the running Celery worker to compact the second workflow.
+`load_demo` loads everything (refuses when the demo tenant exists) and backfills the metric rollups
+so the overview's time series have their shape at once (`--no-rollups` skips that), `--skip-if-loaded`
+makes that a no-op, `--live-steps` asks the running Celery worker to compact the second workflow.
 """
 
 from django.core.management.base import BaseCommand, CommandError
@@ -25,10 +26,15 @@ class Command(BaseCommand):
             "--no-backdate", action="store_true", help="Record the scenario at the current time."
         )
         parser.add_argument(
+            "--no-rollups",
+            action="store_true",
+            help="Skip backfilling the metric rollups (the overview's charts then fill in as beat runs).",
+        )
+        parser.add_argument(
             "--wait", type=float, default=60.0, help="Seconds --live-steps waits for the job (default 60)."
         )
 
-    def handle(self, *args, skip_if_loaded, live_steps, no_backdate, wait, **options):
+    def handle(self, *args, skip_if_loaded, live_steps, no_backdate, no_rollups, wait, **options):
         out = self.stdout.write
         if live_steps:
             try:
@@ -45,7 +51,7 @@ class Command(BaseCommand):
                 out(message)
                 return
             raise CommandError(message)
-        report = loader.load(out, backdate=not no_backdate)
+        report = loader.load(out, backdate=not no_backdate, rollups=not no_rollups)
         out(
             self.style.SUCCESS(
                 f"Demo loaded: {len(report.summaries)} summaries, {len(report.traces)} traces, "
