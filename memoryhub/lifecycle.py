@@ -50,6 +50,7 @@ from memoryhub.models import (
     ValidationRecord,
     Workflow,
 )
+from memoryhub.opaque import OPAQUE_SCHEMA, OPAQUE_VALIDATOR_VERSION, opaque_checks
 
 S = SummaryStatus
 A = LifecycleAction
@@ -373,11 +374,22 @@ def source_events(workflow: Workflow, start: int, end: int) -> list:
 
 def run_validator(summary: Summary):
     """Run ``memoryhub.validation.validate_summary`` on the stored bytes (no lock held)."""
-    from memoryhub.validation import validate_summary
+    from memoryhub.validation import ValidationOutcome, validate_summary
     from memoryhub.workflows import workflow_encoding
 
     wf = Workflow.objects.select_related("active_summary").get(pk=summary.workflow_id)
     active = wf.active_summary if wf.active_summary_id and wf.active_summary_id != summary.pk else None
+    if summary.content_schema == OPAQUE_SCHEMA:
+        # Opaque (observed) content: only integrity and coverage can be checked; the rest is unverifiable.
+        checks, reasons = opaque_checks(
+            summary.content.encode("utf-8"),
+            summary.content_hash,
+            summary.covers_from_seq,
+            summary.covers_to_seq,
+            active.covers_to_seq if active else None,
+            wf.head_seq,
+        )
+        return ValidationOutcome(OPAQUE_VALIDATOR_VERSION, checks, 0.0, not reasons, reasons)
     return validate_summary(
         summary.content.encode("utf-8"),
         summary.content_hash,

@@ -32,10 +32,11 @@ from memoryhub.models import (
     ValidationRecord,
     Workflow,
 )
+from memoryhub.opaque import OPAQUE_SCHEMA, is_opaque, opaque_problems, validation_result
 from memoryhub.tokens import count_tokens
 from memoryhub.workflows import workflow_encoding
 
-SUPPORTED_SCHEMAS = frozenset({SUMMARY_SCHEMA})
+SUPPORTED_SCHEMAS = frozenset({SUMMARY_SCHEMA, OPAQUE_SCHEMA})
 CONTENT_FIELDS = frozenset({"schema", "narrative", "facts", "open_items"})
 FACT_FIELDS = frozenset({"key", "kind", "text", "state", "source_seqs"})
 COMPACTOR_FIELDS = {
@@ -132,6 +133,10 @@ def check_content(content: Any, start: int, end: int) -> dict[str, Any]:
     """Shape of ``memoryhub.summary/v1`` content; fact citations must lie inside the coverage."""
     if not isinstance(content, dict):
         raise _bad("content", f"must be a JSON object, got {type(content).__name__}", "invalid_content")
+    if is_opaque(content):  # content MemoryHub cannot read: digest and size only (memoryhub.opaque)
+        for field, message in opaque_problems(content):
+            raise _bad(field, message, "invalid_content")
+        return content
     unknown = sorted(set(content) - CONTENT_FIELDS)
     if unknown:
         raise _bad(
@@ -402,6 +407,8 @@ def validation_dict(record: ValidationRecord) -> dict[str, Any]:
         "id": record.pk,
         "validator_version": record.validator_version,
         "passed": record.passed,
+        # passed | failed | unverifiable (opaque content: nothing failed, nothing could be read)
+        "result": validation_result(record.passed, record.checks),
         "mandatory_coverage": record.mandatory_coverage,
         "checks": record.checks,
         "reasons": record.reasons,

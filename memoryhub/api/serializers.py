@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from memoryhub.models import Event, EventKind, Workflow
+from memoryhub.models import Event, EventKind, Workflow, WorkflowSource
 
 
 class WorkflowSerializer(serializers.ModelSerializer):
@@ -19,6 +19,7 @@ class WorkflowSerializer(serializers.ModelSerializer):
             "external_id",
             "name",
             "graph_release",
+            "source",
             "model",
             "encoding",
             "head_seq",
@@ -55,6 +56,11 @@ class WorkflowCreateSerializer(serializers.Serializer):
     external_id = serializers.CharField(max_length=200)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
     graph_release = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    source = serializers.ChoiceField(
+        choices=WorkflowSource.choices,
+        required=False,
+        help_text="The integration that feeds it (api, langgraph, langchain, otel, openai-agents, claude-code, anthropic).",
+    )
     model = serializers.CharField(max_length=100, required=False, allow_blank=True)
     encoding = serializers.CharField(max_length=64, required=False, allow_blank=True)
 
