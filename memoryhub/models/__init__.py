@@ -13,6 +13,7 @@ from .alerts import (
 )
 from .compaction import CompactionJob, JobStatus
 from .metrics import MetricSample
+from .otel import OtelSpan, SpanMapping
 from .summaries import (
     SUMMARY_SCHEMA,
     LifecycleAction,
@@ -49,8 +50,10 @@ __all__ = [
     "Membership",
     "MetricSample",
     "Notification",
+    "OtelSpan",
     "Role",
     "SideEffect",
+    "SpanMapping",
     "Summary",
     "SummaryStatus",
     "Tenant",
