@@ -479,6 +479,14 @@ class MemoryHubClient:
         # Idempotent by observation_id (derived server-side from the content when absent).
         return self._json("POST", path, json=body, idempotent=True)
 
+    def record_anthropic_response(self, workflow_id: str, response: Any, **kwargs: Any) -> JSON:
+        """Record an Anthropic Messages API response: its ``compaction`` block(s) as observed
+        compactions, its text as events, the call as a trace (see
+        ``memoryhub.integrations.anthropic_compaction.record_anthropic_response``)."""
+        from memoryhub.integrations.anthropic_compaction import record_anthropic_response
+
+        return record_anthropic_response(self, workflow_id, response, **kwargs)
+
     def list_observed_compactions(self, workflow_id: str) -> JSON:
         """``{"observed": [...], "threshold_in_force": {...} | None}``."""
         return self._json("GET", f"/api/v1/workflows/{_wf(workflow_id)}/observed-compactions/")
