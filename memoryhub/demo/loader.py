@@ -174,6 +174,7 @@ def _replay_acme(
             info["external_id"],
             name=info["name"],
             graph_release=info["graph_release"],
+            source=info.get("source", "langgraph"),  # the LangGraph example graph feeds it
             actor=agents,
         )
     out(f"  workflow {tenant.slug}/{workflow.external_id}: {info['name']}")
