@@ -193,10 +193,7 @@ def test_investigation_names_the_observed_compaction_that_dropped_the_fact(tenan
     )
     inv = investigate(artifact, "401 Unauthorized", ACTOR)
     assert inv.verdict == "compaction_omission"
-    assert (
-        result.summary.summary_id in str(inv.evidence)
-        and 2 in inv.evidence["source_seqs"]
-    )
+    assert result.summary.summary_id in str(inv.evidence) and 2 in inv.evidence["source_seqs"]
 
 
 def test_threshold_in_force_is_reconstructed_from_pre_compaction_tokens(tenant):
@@ -290,3 +287,19 @@ def test_investigation_through_an_opaque_compaction_says_it_cannot_read_it(tenan
     inv = investigate(artifact, "401 Unauthorized", ACTOR)
     assert inv.verdict == "compaction_omission" and inv.evidence["summary_available"] is False
     assert "opaque content" in inv.evidence["explanation"]
+
+
+def test_summary_page_says_unverifiable_content_not_passed(tenant, alice):
+    wf = _session(tenant)
+    digest = "sha256:" + hashlib.sha256(b"sealed").hexdigest()
+    result = record_observed_compaction(
+        wf,
+        covers_to_seq=4,
+        opaque={"digest": digest, "size_bytes": 6},
+        compactor={"name": "anthropic"},
+        actor=ACTOR,
+    )
+    page = alice.web.get(f"/summaries/{result.summary.summary_id}/").content.decode()
+    outcome = page.split("<dt>Outcome</dt>")[1].split("</dd>")[0]
+    assert "unverifiable content" in outcome and "passed" not in outcome
+    assert page.count('<span class="badge status-quarantined">unverifiable</span>') == 6
