@@ -109,6 +109,7 @@ def load(out: Out = print, *, backdate: bool = True) -> LoadReport:
         report.api_key = key_secret
         _replay_acme(out, clock, steps, agents, report)
         _load_other_workflows(out, clock, span, agents)
+        _load_observed_sources(out, agents)
     _write_api_key(out, key_secret)
     report.investigation = _investigate(out)
     return report
@@ -402,6 +403,13 @@ def _load_other_workflows(out: Out, clock: _Clock, span: float, agents: Actor) -
             else ""
         )
         out(f"  workflow {tenant.slug}/{workflow.external_id}: {head} events{note}")
+
+
+def _load_observed_sources(out: Out, agents: Actor) -> None:
+    """Claude Code, OpenTelemetry and Anthropic workflows, fed by the real integration code."""
+    from memoryhub.demo import observed_sources
+
+    observed_sources.load(Tenant.objects.get(slug=scenario.TENANT_SLUG), agents, out)
 
 
 def _write_api_key(out: Out, secret: str) -> None:
