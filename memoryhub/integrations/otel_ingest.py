@@ -583,12 +583,16 @@ def _ingest_conversation(
         rows.append(_row(tenant, workflow, span, mapping, seq_of.get(span.span_id)))
     with transaction.atomic():
         OtelSpan.objects.bulk_create(rows, ignore_conflicts=True)
-    stored = {
-        (r.trace_id, r.span_id): r
-        for r in OtelSpan.objects.filter(workflow=workflow, span_id__in=[s.span_id for s in group])
-    }
+    compactions = [s.span_id for s in group if _mapping(s) == SpanMapping.COMPACTION]
+    stored = (
+        {
+            (r.trace_id, r.span_id): r
+            for r in OtelSpan.objects.filter(workflow=workflow, span_id__in=compactions)
+        }
+        if compactions
+        else {}
+    )
     # 2. Inference spans → consumer traces; compaction spans → observed compactions; in start order.
-    workflow.refresh_from_db()
     for span in group:
         mapping = _mapping(span)
         if mapping == SpanMapping.TRACE:
