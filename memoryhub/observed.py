@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -159,7 +159,7 @@ def _key(workflow: Workflow, observation_id: str) -> str:
 
 
 def _repeat(job: CompactionJob, content_hash: str, covers_to_seq: int) -> ObservedResult:
-    summary = Summary.objects.select_related("workflow").get(pk=job.summary_id)
+    summary = Summary.objects.select_related("workflow").get(pk=cast(int, job.summary_id))
     if summary.content_hash != content_hash or summary.covers_to_seq != covers_to_seq:
         raise Conflict(
             f"observation {job.attempts[0].get('observation_id')!r} was already recorded as {summary.label} "

@@ -233,11 +233,11 @@ def otel_request_bytes() -> bytes | None:
     provider = TracerProvider(resource=Resource.create({"service.name": "support-assistant"}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("memoryhub.demo")
-    conv = {"gen_ai.conversation.id": OTEL_CONVERSATION, "gen_ai.agent.name": "support-bot"}
+    conv: dict[str, Any] = {"gen_ai.conversation.id": OTEL_CONVERSATION, "gen_ai.agent.name": "support-bot"}
 
     def chat(text: str, tokens: int) -> None:
         output = [{"role": "assistant", "parts": [{"type": "text", "content": text}]}]
-        attrs = {**conv, "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+        attrs: dict[str, Any] = {**conv, "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
                  "gen_ai.request.model": "gpt-4.1", "gen_ai.usage.input_tokens": tokens,
                  "gen_ai.output.messages": json.dumps(output)}  # fmt: skip
         with tracer.start_as_current_span("chat gpt-4.1", attributes=attrs):
@@ -255,7 +255,7 @@ def otel_request_bytes() -> bytes | None:
         ):  # fmt: skip
             pass
         chat("Two captures of 49.00 EUR found; refund of the duplicate is due.", 88_000)
-        compaction = {**conv, "gen_ai.operation.name": "compact", "gen_ai.conversation.compacted": True,
+        compaction: dict[str, Any] = {**conv, "gen_ai.operation.name": "compact", "gen_ai.conversation.compacted": True,
                       "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4.1-mini",
                       "gen_ai.compaction.trigger": "auto", "gen_ai.compaction.pre_tokens": 96_000,
                       "gen_ai.compaction.threshold_tokens": 95_000,

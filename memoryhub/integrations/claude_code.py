@@ -38,7 +38,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 log = logging.getLogger("memoryhub.hook")
 
@@ -49,15 +49,10 @@ MAX_CONTENT = 100_000  # characters kept of one block (tool results can be huge)
 SPOOL_LIMIT = 200  # hook inputs kept for retry; older ones are dropped (and logged)
 
 
-class Sink(Protocol):
-    """What the hook needs from MemoryHub: the Python client, or an in-process stand-in (demo)."""
-
-    def create_workflow(self, external_id: str, name: str | None = None, **extra: Any) -> Any: ...
-    def append_events(self, workflow_id: str, events: Iterable[dict[str, Any]]) -> Any: ...
-    def record_observed_compaction(
-        self, workflow_id: str, covers_to_seq: int, compactor: dict, **kw: Any
-    ) -> Any: ...
-    def record_trace(self, workflow_id: str, **kw: Any) -> Any: ...
+# What the hook needs from MemoryHub (``sink``): the Python client's create_workflow,
+# append_events, record_observed_compaction and record_trace, or an in-process stand-in with the
+# same methods (the demo's ``ServiceSink``).
+Sink = Any
 
 
 # -- transcript → items ------------------------------------------------------------------------------
@@ -120,7 +115,7 @@ def entry_events(entry: dict[str, Any]) -> list[dict[str, Any]]:
     agent = f"subagent:{entry['agentId']}" if entry.get("agentId") else "claude-code"
     content = message.get("content")
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-    events = []
+    events: list[dict[str, Any]] = []
     for block in blocks:
         if not isinstance(block, dict):
             continue
@@ -190,7 +185,7 @@ def parse_transcript(lines: Iterable[str]) -> Parsed:
                         entry.get("uuid")
                         or hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()[:32]
                     ),
-                    trigger=meta.get("trigger") if meta.get("trigger") in ("auto", "manual") else "unknown",
+                    trigger=str(meta["trigger"]) if meta.get("trigger") in ("auto", "manual") else "unknown",
                     pre_tokens=pre
                     if isinstance(pre, int) and not isinstance(pre, bool) and pre >= 0
                     else None,

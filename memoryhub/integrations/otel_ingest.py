@@ -574,8 +574,8 @@ def _ingest_conversation(
     if batch:
         parsed = [parse_event(e, i, max_chars) for i, e in enumerate(batch)]
         result = append_events(workflow, parsed)
-        for span, stored in zip(owners, result.events, strict=True):
-            seq_of[span.span_id] = max(seq_of.get(span.span_id, 0), stored["seq"])
+        for span, appended in zip(owners, result.events, strict=True):
+            seq_of[span.span_id] = max(seq_of.get(span.span_id, 0), appended["seq"])
         out.events += len(batch)
     rows = []
     for span in group:
@@ -584,7 +584,7 @@ def _ingest_conversation(
     with transaction.atomic():
         OtelSpan.objects.bulk_create(rows, ignore_conflicts=True)
     compactions = [s.span_id for s in group if _mapping(s) == SpanMapping.COMPACTION]
-    stored = (
+    stored: dict[tuple[str, str], OtelSpan] = (
         {
             (r.trace_id, r.span_id): r
             for r in OtelSpan.objects.filter(workflow=workflow, span_id__in=compactions)
