@@ -108,7 +108,13 @@ class ObservedCompactions(TenantAPIView):
 
     @extend_schema(
         request=ObservedRequest,
-        responses={201: ObservedResponse, 200: ObservedResponse, 400: ErrorSerializer, 409: ErrorSerializer},
+        responses={
+            201: ObservedResponse,
+            200: ObservedResponse,
+            400: ErrorSerializer,
+            409: ErrorSerializer,
+            413: ErrorSerializer,
+        },
     )
     def post(self, request, wf: str):
         data = body_object(request)

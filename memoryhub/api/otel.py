@@ -14,6 +14,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 
 from memoryhub.api.common import TenantAPIView
+from memoryhub.api.serializers import ErrorSerializer
 from memoryhub.integrations.otel_ingest import (
     decode_request,
     decompress,
@@ -44,7 +45,10 @@ class OtlpTraces(TenantAPIView):
         responses={
             200: OpenApiResponse(
                 description="ExportTraceServiceResponse (partialSuccess names unassigned spans)"
-            )
+            ),
+            400: ErrorSerializer,
+            413: ErrorSerializer,
+            415: ErrorSerializer,
         },
     )
     def post(self, request):
