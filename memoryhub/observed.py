@@ -173,7 +173,7 @@ def _repeat(job: CompactionJob, content_hash: str, covers_to_seq: int) -> Observ
         job=job,
         created=False,
         validation=latest.result if latest else "not_validated",
-        activation=job.outcome,
+        activation=job.outcome or "pending",  # the first call is still validating/activating
     )
 
 
@@ -256,6 +256,8 @@ def record_observed_compaction(
                 claimed_hash=content_hash,
                 actor=actor,
             )
+            # Linked in the same transaction: a concurrent repeat that loses the key race finds it.
+            CompactionJob.objects.filter(pk=job.pk).update(summary=summary)
     except IntegrityError:  # a concurrent identical observation won the race
         existing = CompactionJob.objects.filter(idempotency_key=key).first()
         if existing is None or not existing.summary_id:

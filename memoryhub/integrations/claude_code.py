@@ -424,27 +424,27 @@ def run(hook_input: dict[str, Any], sink: Sink, directory: Path | None = None) -
 
 
 def _setup_logging(directory: Path) -> None:
+    if any(getattr(h, "memoryhub_hook", False) for h in log.handlers):
+        return  # in-process (Agent SDK): configured by an earlier call
     try:
         directory.mkdir(parents=True, exist_ok=True)
         handler: logging.Handler = logging.FileHandler(directory / "hook.log")
     except OSError:
         handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    handler.memoryhub_hook = True  # type: ignore[attr-defined]
     log.addHandler(handler)
     log.setLevel(logging.INFO)
 
 
-def main(argv: list[str] | None = None, stdin: Any = None) -> int:
-    """Entry point of ``memoryhub-hook``: always exits 0."""
-    directory = hook_dir()
-    _setup_logging(directory)
+def handle(data: Any, directory: Path | None = None) -> dict[str, Any] | None:
+    """Sync one hook input (the JSON Claude Code sends); never raises: errors are logged and spooled."""
+    directory = directory or hook_dir()
     started = time.monotonic()
+    if not _valid_input(data):
+        log.warning("memoryhub-hook: input without session_id/transcript_path ignored: %.200r", data)
+        return None
     try:
-        raw = (stdin or sys.stdin).read()
-        data = json.loads(raw or "{}")
-        if not _valid_input(data):
-            log.warning("memoryhub-hook: input without session_id/transcript_path ignored: %.200s", raw)
-            return 0
         from memoryhub.client import MemoryHubClient  # the client only: no Django in the user's session
 
         timeout = float(os.environ.get("MEMORYHUB_HOOK_TIMEOUT", "10"))
@@ -457,14 +457,49 @@ def main(argv: list[str] | None = None, stdin: Any = None) -> int:
             result,
             (time.monotonic() - started) * 1000,
         )
+        return result
     except Exception:
         log.exception("memoryhub-hook failed")
         try:
-            if "data" in locals() and _valid_input(data):
-                _write_spool(directory, [*_read_spool(directory), data])
+            _write_spool(directory, [*_read_spool(directory), data])
         except Exception:
             log.exception("memoryhub-hook could not spool its input")
+        return None
+
+
+def main(argv: list[str] | None = None, stdin: Any = None) -> int:
+    """Entry point of ``memoryhub-hook``: reads the hook JSON from stdin; always exits 0."""
+    directory = hook_dir()
+    _setup_logging(directory)
+    try:
+        raw = (stdin or sys.stdin).read()
+        data = json.loads(raw or "{}")
+    except (OSError, ValueError, UnicodeDecodeError):
+        log.warning("memoryhub-hook: stdin is not hook JSON; ignored")
+        return 0
+    handle(data, directory)
     return 0
+
+
+async def agent_sdk_hook(
+    input_data: dict[str, Any], tool_use_id: str | None = None, context: Any = None
+) -> dict[str, Any]:
+    """The same hook for the Claude Agent SDK, in process::
+
+        from claude_agent_sdk import ClaudeAgentOptions, HookMatcher
+        from memoryhub.integrations.claude_code import agent_sdk_hook
+
+        hooks = {e: [HookMatcher(hooks=[agent_sdk_hook])] for e in ("PreCompact", "PostCompact", "Stop")}
+        options = ClaudeAgentOptions(hooks=hooks)
+
+    The SDK passes the hook input (``session_id``, ``transcript_path``, ``hook_event_name``…) as a
+    dict; the sync runs in a worker thread and its outcome never changes the agent's run.
+    """
+    import asyncio
+
+    _setup_logging(hook_dir())
+    await asyncio.to_thread(handle, dict(input_data))
+    return {}
 
 
 def iter_fixture_lines(entries: Iterable[dict[str, Any]]) -> Iterator[str]:

@@ -292,3 +292,19 @@ def test_parser_keeps_going_past_bad_lines_and_unknown_entries():
     assert [i.event["client_event_id"] for i in parsed.items if isinstance(i, claude_code.EventItem)] == [
         "cc:u1"
     ]
+
+
+def test_agent_sdk_hook_runs_the_same_sync_in_process(tmp_path, hook_dir, live_server, alice, monkeypatch):
+    import asyncio
+
+    t = Transcript(tmp_path / "s.jsonl")
+    _first_half(t)
+    t.compact("sdk summary", pre_tokens=120_000)
+    monkeypatch.setenv("MEMORYHUB_URL", live_server.url)
+    monkeypatch.setenv("MEMORYHUB_API_KEY", alice.key.secret)
+    assert asyncio.run(claude_code.agent_sdk_hook(_hook_input(t.path), None, None)) == {}
+    assert Summary.objects.get(workflow__external_id=SESSION).covers_to_seq == 5
+    t.user("one more turn")
+    monkeypatch.setenv("MEMORYHUB_URL", "http://127.0.0.1:9")  # down: still returns normally, input spooled
+    assert asyncio.run(claude_code.agent_sdk_hook(_hook_input(t.path, "Stop"), None, None)) == {}
+    assert SESSION in (hook_dir / "spool.jsonl").read_text()
