@@ -526,7 +526,13 @@ def ingest(
         try:
             _ingest_conversation(tenant, conversation_id, group, actor, out, max_chars)
         except InvalidInput as exc:  # one bad conversation (e.g. an invalid id) must not lose the others
-            out.errors.append(f"conversation {conversation_id[:60]!r}: {exc.detail}")
+            out.errors.append(
+                f"{len(group)} span(s) of conversation {conversation_id[:60]!r} kept unassigned: {exc.detail}"
+            )
+            # Its spans are still kept (unassigned), so nothing is dropped silently.
+            OtelSpan.objects.bulk_create(
+                [_row(tenant, None, s, SpanMapping.UNASSIGNED) for s in group], ignore_conflicts=True
+            )
     return out
 
 

@@ -248,3 +248,12 @@ def test_missing_conversation_id_is_reported_and_bad_bodies_are_clear_errors(api
     )
     # Another tenant's identical spans are its own (idempotency is per tenant).
     assert "duplicates=0" in _post(mallory.api, _request_bytes(conversation=CONV))["X-MemoryHub-Ingest"]
+
+
+def test_an_invalid_conversation_id_keeps_its_spans_and_says_why(api, tenant):
+    data = _spans_json(_request_bytes(conversation="tenant/with/slashes"))
+    response = _post(api, json.dumps(data), "application/json")
+    message = response.json()["partialSuccess"]["errorMessage"]
+    assert message.startswith("5 span(s) of conversation 'tenant/with/slashes' kept unassigned: external_id")
+    assert OtelSpan.objects.filter(workflow=None, conversation_id="tenant/with/slashes").count() == 5
+    assert not Workflow.objects.exists()
