@@ -234,6 +234,7 @@ SPECTACULAR_SETTINGS = {
         "ChannelKindEnum": "memoryhub.models.alerts.ChannelKind",
         "JobStatusEnum": "memoryhub.models.compaction.JobStatus",
         "AlertStateEnum": "memoryhub.models.alerts.AlertState",
+        "WorkflowSourceEnum": "memoryhub.models.workflows.WorkflowSource",
     },
 }
 

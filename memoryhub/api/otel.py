@@ -38,7 +38,10 @@ class OtlpTraces(TenantAPIView):
     parser_classes = [RawBody]
     write_role = Role.REVIEWER
 
+    # OTLP/HTTP is the OpenTelemetry protocol, not part of the v1 REST API: not in /api/schema/
+    # (documented in the README; tenant isolation and roles are tested in test_otel_ingest).
     @extend_schema(
+        exclude=True,
         operation_id="otlp_traces_export",
         summary="OTLP/HTTP ExportTraceServiceRequest (application/x-protobuf or application/json)",
         request={"application/x-protobuf": bytes, "application/json": dict},
