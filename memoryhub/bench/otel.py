@@ -79,7 +79,9 @@ def run(spans: int = 2_000, batch: int = 200, conversations: int = 4, log=print)
 
         # Warm the worker (tokenizer load, first connection) so neither side pays it.
         http.post("/api/v1/workflows/", json={"external_id": "warm-up"})
-        http.post("/api/v1/workflows/warm-up/events/", json={"events": [{"kind": "note", "content": "warm-up"}]})
+        http.post(
+            "/api/v1/workflows/warm-up/events/", json={"events": [{"kind": "note", "content": "warm-up"}]}
+        )
         otel_seconds = post_all()
         resend_seconds = post_all()  # every span a duplicate
         # The very same rows, through the events API, into fresh workflows.
