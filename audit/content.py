@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from memoryhub.errors import DomainError
 from memoryhub.models import Event, Summary, Workflow
+from memoryhub.opaque import OPAQUE_SCHEMA
 
 # Must match the workflow page's paging (memoryhub.views.base.EVENTS_PER_PAGE) for #event-<seq> links.
 try:
@@ -34,7 +35,13 @@ def summary_content(summary: Summary) -> dict[str, Any] | None:
         content = service_content(summary)
     except (ValueError, TypeError, DomainError):  # purged (Conflict) or unparseable bytes
         return None
+    if content_is_opaque(summary):  # digest and size only: nothing to search (memoryhub.opaque)
+        return None
     return content if isinstance(content, dict) else None
+
+
+def content_is_opaque(summary: Summary) -> bool:
+    return summary.content_schema == OPAQUE_SCHEMA
 
 
 def summary_unavailable(summary: Summary) -> str | None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from django.db import transaction
 
-from audit.content import iter_strings, purged_runs, range_label, runs, summary_content
+from audit.content import content_is_opaque, iter_strings, purged_runs, range_label, runs, summary_content
 from audit.lineage import producing_traces
 from audit.models import Investigation, Verdict
 from memoryhub.actors import Actor
@@ -246,7 +246,12 @@ def investigate_trace(trace: ConsumerTrace, match: Matcher, fact: str, regex: bo
             f"{q} is in source event(s) {seqs}, covered by {label} ({cover}), but {label}'s content "
             f"lacks it and the consumed tail ({tail_label}) does not contain it: the compactor dropped it."
         )
-        if fields is None:
+        if fields is None and summary is not None and content_is_opaque(summary):
+            explanation += (
+                f" ({label} is an observed compaction with opaque content (digest only): it may hold the "
+                "fact in a form MemoryHub cannot read.)"
+            )
+        elif fields is None:
             explanation += f" ({label}'s content is unavailable: purged.)"
     unsearchable = purged_runs(workflow, 1, head)
     if unsearchable and verdict == Verdict.SOURCE_EXTRACTION_FAILURE:

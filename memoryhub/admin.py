@@ -77,6 +77,7 @@ for model in (
     m.Notification,
     m.MetricSample,
     m.TokenEstimate,
+    m.OtelSpan,
 ):
     admin.site.register(model, ReadOnlyAdmin)
 

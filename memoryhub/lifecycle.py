@@ -51,6 +51,7 @@ from memoryhub.models import (
     ValidationRecord,
     Workflow,
 )
+from memoryhub.opaque import OPAQUE_SCHEMA, OPAQUE_VALIDATOR_VERSION, opaque_checks
 
 S = SummaryStatus
 A = LifecycleAction
@@ -379,12 +380,23 @@ def run_validator(summary: Summary, version: str | None = None):
     whose floors rules-6 applies; rules-5 stays available for the history it validated.
     """
     from memoryhub.quality import merged_quality
-    from memoryhub.validation import validate_summary
+    from memoryhub.validation import ValidationOutcome, validate_summary
     from memoryhub.workflows import workflow_encoding
     from triggers.services import policy_for
 
     wf = Workflow.objects.select_related("active_summary").get(pk=summary.workflow_id)
     active = wf.active_summary if wf.active_summary_id and wf.active_summary_id != summary.pk else None
+    if summary.content_schema == OPAQUE_SCHEMA:
+        # Opaque (observed) content: only integrity and coverage can be checked; the rest is unverifiable.
+        checks, reasons = opaque_checks(
+            summary.content.encode("utf-8"),
+            summary.content_hash,
+            summary.covers_from_seq,
+            summary.covers_to_seq,
+            active.covers_to_seq if active else None,
+            wf.head_seq,
+        )
+        return ValidationOutcome(OPAQUE_VALIDATOR_VERSION, checks, 0.0, not reasons, reasons)
     quality = merged_quality(policy_for(wf).quality)
     version = version or quality["validator"]
     return validate_summary(

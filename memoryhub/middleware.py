@@ -14,7 +14,7 @@ class ApiBodyLimitMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        if request.path.startswith("/api/"):
+        if request.path.startswith(("/api/", "/v1/")):  # /v1/traces: OTLP ingest
             try:
                 length = int(request.META.get("CONTENT_LENGTH") or 0)
             except ValueError:

@@ -32,13 +32,15 @@ from memoryhub.models import (
     ValidationRecord,
     Workflow,
 )
+from memoryhub.opaque import OPAQUE_SCHEMA, is_opaque, opaque_problems, validation_result
 from memoryhub.quality import TOKEN_CLASSES
 from memoryhub.tokens import count_tokens
 from memoryhub.workflows import workflow_encoding
 
-SUPPORTED_SCHEMAS = frozenset({SUMMARY_SCHEMA})
+SUPPORTED_SCHEMAS = frozenset({SUMMARY_SCHEMA, OPAQUE_SCHEMA})
 # "salient": optional {class: [token]} of identifiers, paths, numbers… kept verbatim (extractive-v2).
-# A framework's encrypted compaction: only its digest and size are known (validation: unverifiable).
+# A framework's encrypted compaction inside readable content: only its digest and size are known
+# (validation: content_readable fails as unverifiable). Wholly opaque content uses OPAQUE_SCHEMA.
 OPAQUE_FIELDS = ("opaque", "opaque_digest", "opaque_size")
 CONTENT_FIELDS = frozenset({"schema", "narrative", "facts", "open_items", "salient", *OPAQUE_FIELDS})
 FACT_FIELDS = frozenset({"key", "kind", "text", "state", "source_seqs"})
@@ -136,6 +138,10 @@ def check_content(content: Any, start: int, end: int) -> dict[str, Any]:
     """Shape of ``memoryhub.summary/v1`` content; fact citations must lie inside the coverage."""
     if not isinstance(content, dict):
         raise _bad("content", f"must be a JSON object, got {type(content).__name__}", "invalid_content")
+    if is_opaque(content):  # content MemoryHub cannot read: digest and size only (memoryhub.opaque)
+        for field, message in opaque_problems(content):
+            raise _bad(field, message, "invalid_content")
+        return content
     unknown = sorted(set(content) - CONTENT_FIELDS)
     if unknown:
         raise _bad(
@@ -450,6 +456,8 @@ def validation_dict(record: ValidationRecord) -> dict[str, Any]:
         "id": record.pk,
         "validator_version": record.validator_version,
         "passed": record.passed,
+        # passed | failed | unverifiable (opaque content: nothing failed, nothing could be read)
+        "result": validation_result(record.passed, record.checks),
         "mandatory_coverage": record.mandatory_coverage,
         "checks": record.checks,
         "reasons": record.reasons,

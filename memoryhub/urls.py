@@ -6,6 +6,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from memoryhub.api.otel import otlp_patterns
 from memoryhub.api.urls import urlpatterns as api_meta
 from memoryhub.api.urls import v1_patterns
 from memoryhub.pages import urlpatterns as page_patterns
@@ -19,6 +20,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include(api_meta)),
     path("api/v1/", include((v1_patterns, "v1"), namespace="v1")),
+    # OTLP/HTTP (an otlphttp exporter posts to <endpoint>/v1/traces): same Bearer API key as the API.
+    path("", include((otlp_patterns, "otlp"), namespace="otlp")),
     path("", include((page_patterns, "memoryhub"), namespace="memoryhub")),
 ]
 

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_POST
 from memoryhub.actors import Actor
 from memoryhub.errors import InvalidInput
 from memoryhub.models import Role, Workflow, role_at_least
+from memoryhub.observed import threshold_in_force
 from memoryhub.views.base import page_tenant, page_workflow
 from triggers import services
 from triggers.engine import export_langchain, export_langmem
@@ -64,6 +65,9 @@ def _policy_page(request: HttpRequest, *, workflow: Workflow | None) -> HttpResp
         "langmem": export_langmem(spec),
         "langchain": export_langchain(spec),
         "decisions": [services.decision_payload(d) for d in decisions],
+        # A framework that compacts on its own (Claude Code, Anthropic, OTel-reported): the threshold
+        # it actually applied, reconstructed from its pre-compaction token counts.
+        "observed_threshold": threshold_in_force(workflow) if workflow is not None else None,
     }
     return render(request, "triggers/policy.html", context)
 

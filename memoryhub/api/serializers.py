@@ -56,6 +56,11 @@ class WorkflowCreateSerializer(serializers.Serializer):
     external_id = serializers.CharField(max_length=200)
     name = serializers.CharField(max_length=200, required=False, allow_blank=True)
     graph_release = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # API field name shadows Field.source
+        choices=WorkflowSource.choices,
+        required=False,
+        help_text="The integration that feeds it (api, langgraph, langchain, otel, openai-agents, claude-code, anthropic).",
+    )
     model = serializers.CharField(max_length=100, required=False, allow_blank=True)
     encoding = serializers.CharField(max_length=64, required=False, allow_blank=True)
     source = serializers.ChoiceField(  # type: ignore[assignment]  # API field name shadows Field.source

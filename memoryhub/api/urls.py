@@ -9,6 +9,8 @@ FEATURE_MODULES = [
     "memoryhub.api.workflows",  # workflows, events
     "memoryhub.api.summaries",  # summary versions, lifecycle actions
     "memoryhub.api.compactions",  # compaction jobs
+    "memoryhub.api.observed",  # compactions observed from providers/frameworks
+    "memoryhub.api.otel",  # OTLP ingest status (the OTLP endpoint itself is /v1/traces, see memoryhub.urls)
     "memoryhub.api.context",  # context assembly, consumer traces, artifacts
     "memoryhub.api.alerts",  # alert rules, channels, alerts, metrics
     "triggers.api",  # policies, trigger decisions, what-if

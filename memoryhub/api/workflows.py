@@ -20,7 +20,7 @@ from memoryhub.api.serializers import (
 )
 from memoryhub.errors import InvalidInput
 from memoryhub.events import append_events, events_page, parse_batch
-from memoryhub.models import Role, Workflow
+from memoryhub.models import Role, Workflow, WorkflowSource
 from memoryhub.workflows import create_workflow
 
 
@@ -30,10 +30,11 @@ class WorkflowFilter(django_filters.FilterSet):
     )
     min_tail_tokens = django_filters.NumberFilter(field_name="tail_tokens", lookup_expr="gte")
     graph_release = django_filters.CharFilter()
+    source = django_filters.MultipleChoiceFilter(choices=WorkflowSource.choices)
 
     class Meta:
         model = Workflow
-        fields = ["has_active_summary", "min_tail_tokens", "graph_release"]
+        fields = ["has_active_summary", "min_tail_tokens", "graph_release", "source"]
 
 
 @extend_schema_view(get=extend_schema(responses=list_responses(WorkflowSerializer)))

@@ -461,6 +461,55 @@ class MemoryHubClient:
             self._json("POST", f"/api/v1/workflows/{_wf(workflow_id)}/summaries/", json=body)
         )
 
+    def record_observed_compaction(
+        self,
+        workflow_id: str,
+        covers_to_seq: int,
+        compactor: Mapping[str, Any],
+        *,
+        text: str | None = None,
+        opaque: Mapping[str, Any] | None = None,
+        trigger: Mapping[str, Any] | None = None,
+        observation_id: str | None = None,
+        source_refs: list[str] | None = None,
+        activate: bool = True,
+    ) -> JSON:
+        """Record a compaction a framework or provider performed (a summary version like any other).
+
+        ``covers_to_seq`` is the last event it replaced; give ``text`` (readable summary) or
+        ``opaque`` (``{"digest": "sha256:<hex>", "size_bytes": n}``). ``compactor`` is
+        ``{"name": provider, "model"?, "settings"?}``; ``trigger`` is ``{"kind": "auto"|"manual",
+        "pre_tokens"?, "threshold_tokens"?}``. Re-sending the same ``observation_id`` is safe.
+        Returns ``{"summary_id", "version", "status", "validation", "activation", "created", …}``.
+        """
+        body = _drop_none(
+            {
+                "covers_to_seq": covers_to_seq,
+                "compactor": dict(compactor),
+                "text": text,
+                "opaque": dict(opaque) if opaque is not None else None,
+                "trigger": dict(trigger) if trigger is not None else None,
+                "observation_id": observation_id,
+                "source_refs": source_refs,
+                "activate": activate,
+            }
+        )
+        path = f"/api/v1/workflows/{_wf(workflow_id)}/observed-compactions/"
+        # Idempotent by observation_id (derived server-side from the content when absent).
+        return self._json("POST", path, json=body, idempotent=True)
+
+    def record_anthropic_response(self, workflow_id: str, response: Any, **kwargs: Any) -> JSON:
+        """Record an Anthropic Messages API response: its ``compaction`` block(s) as observed
+        compactions, its text as events, the call as a trace (see
+        ``memoryhub.integrations.anthropic_compaction.record_anthropic_response``)."""
+        from memoryhub.integrations.anthropic_compaction import record_anthropic_response
+
+        return record_anthropic_response(self, workflow_id, response, **kwargs)
+
+    def list_observed_compactions(self, workflow_id: str) -> JSON:
+        """``{"observed": [...], "threshold_in_force": {...} | None}``."""
+        return self._json("GET", f"/api/v1/workflows/{_wf(workflow_id)}/observed-compactions/")
+
     def get_summary(self, summary_id: str) -> Summary:
         return Summary.from_dict(self._json("GET", self._summary_path(summary_id)))
 

@@ -45,6 +45,7 @@ class Workflow(_Shape):
     external_id: str = ""
     name: str = ""
     graph_release: str = ""
+    source: str = "api"
     head_seq: int = 0
     total_tokens: int = 0
     active_summary_id: str | None = None

@@ -139,6 +139,7 @@ def load(out: Out = print, *, backdate: bool = True, rollups: bool = False) -> L
         _load_other_workflows(out, clock, span, agents)
         # LangChain and OpenAI Agents runs, through the REST API in process (memoryhub.demo.integrations).
         load_integration_workflows(key_secret, out, lambda offset: clock.at(span + 86400 * 4 + offset))
+        _load_observed_sources(out, agents)
     _write_api_key(out, key_secret)
     report.investigation = _investigate(out)
     if rollups:
@@ -218,6 +219,7 @@ def _replay_acme(
             info["external_id"],
             name=info["name"],
             graph_release=info["graph_release"],
+            source=info.get("source", "langgraph"),  # the LangGraph example graph feeds it
             actor=agents,
         )
     out(f"  workflow {tenant.slug}/{workflow.external_id}: {info['name']}")
@@ -455,6 +457,13 @@ def _load_other_workflows(out: Out, clock: _Clock, span: float, agents: Actor) -
             else ""
         )
         out(f"  workflow {tenant.slug}/{workflow.external_id}: {head} events{note}")
+
+
+def _load_observed_sources(out: Out, agents: Actor) -> None:
+    """Claude Code, OpenTelemetry and Anthropic workflows, fed by the real integration code."""
+    from memoryhub.demo import observed_sources
+
+    observed_sources.load(Tenant.objects.get(slug=scenario.TENANT_SLUG), agents, out)
 
 
 def _write_api_key(out: Out, secret: str) -> None:

@@ -482,7 +482,9 @@ def run_example(
     checkpoint, so its events, trace and artifact are recognised instead of duplicated.
     """
     graph_release = graph_options.setdefault("graph_release", GRAPH_RELEASE)
-    client.create_workflow(workflow_id, name="POST /payments API tests", graph_release=graph_release)
+    client.create_workflow(
+        workflow_id, name="POST /payments API tests", graph_release=graph_release, source="langgraph"
+    )
     if policy is not None:
         client.put_policy(workflow_id, policy)
     graph = build_graph(client, workflow_id, **graph_options)

@@ -13,6 +13,7 @@ from .alerts import (
 )
 from .compaction import CompactionJob, JobStatus
 from .metrics import MetricSample
+from .otel import OtelSpan, SpanMapping
 from .quality import EstimateSource, TokenEstimate
 from .summaries import (
     SUMMARY_SCHEMA,
@@ -51,8 +52,10 @@ __all__ = [
     "Membership",
     "MetricSample",
     "Notification",
+    "OtelSpan",
     "Role",
     "SideEffect",
+    "SpanMapping",
     "Summary",
     "SummaryStatus",
     "Tenant",

@@ -135,7 +135,14 @@ class ValidationRecord(PurgeablePayloadMixin, models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.summary} {self.validator_version} {'pass' if self.passed else 'fail'}"
+        return f"{self.summary} {self.validator_version} {self.result}"
+
+    @property
+    def result(self) -> str:
+        """passed | failed | unverifiable (opaque content: no check failed, the text could not be read)."""
+        from memoryhub.opaque import validation_result
+
+        return validation_result(self.passed, self.checks or [])
 
     def payload_scope(self) -> tuple[int, int | None]:
         summary = self.summary

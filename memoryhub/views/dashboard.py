@@ -46,6 +46,7 @@ from memoryhub.models import (
     TraceFlag,
     ValidationRecord,
     Workflow,
+    WorkflowSource,
 )
 from memoryhub.models.workflows import EventKind
 from memoryhub.views.base import EVENTS_PER_PAGE, page_tenant, page_workflow
@@ -249,10 +250,49 @@ def overview_numbers(
     return {
         "state": state,
         "review": review,
+        "by_source": compactions_by_source(tenant, now - window.span, now),
         "counts": {key: sum(counts) for key, counts in series.counts.items()},
         "acceptance": series.acceptance_total,
         "budget": budget,
     }
+
+
+def compactions_by_source(tenant: Any, since: datetime, until: datetime) -> list[dict[str, Any]]:
+    """Per workflow source: workflows, and compactions finished in the window (observed ones apart).
+
+    Observed compactions (performed by a framework or provider) are jobs keyed ``observed/…``
+    (``memoryhub.observed``); the rest ran in MemoryHub. Sources with neither are left out.
+    """
+    workflows = dict(
+        Workflow.objects.filter(tenant=tenant)
+        .values("source")
+        .annotate(n=Count("pk"))
+        .order_by()
+        .values_list("source", "n")
+    )
+    jobs = {
+        row["workflow__source"]: row
+        for row in CompactionJob.objects.filter(
+            tenant=tenant, status=JobStatus.SUCCEEDED, finished_at__gte=since, finished_at__lt=until
+        )
+        .values("workflow__source")
+        .annotate(n=Count("pk"), observed=Count("pk", filter=Q(idempotency_key__startswith="observed/")))
+        .order_by()
+    }
+    rows = []
+    for value, label in WorkflowSource.choices:
+        job = jobs.get(value, {})
+        if workflows.get(value) or job:
+            rows.append(
+                {
+                    "source": value,
+                    "label": label,
+                    "workflows": workflows.get(value, 0),
+                    "compactions": job.get("n", 0),
+                    "observed": job.get("observed", 0),
+                }
+            )
+    return rows
 
 
 # Past this many separate gaps in the rollups, one live count over the window is cheaper.
@@ -729,6 +769,7 @@ STATUS_CHOICES = [
 class WorkflowFilterForm(forms.Form):
     q = forms.CharField(required=False, max_length=200, label="Search")
     status = forms.ChoiceField(required=False, choices=STATUS_CHOICES, label="Summary status")
+    source = forms.ChoiceField(required=False, choices=[("", "Any"), *WorkflowSource.choices], label="Source")
     min_tail_events = forms.IntegerField(required=False, min_value=0, label="Tail ≥ events")
     min_tail_tokens = forms.IntegerField(required=False, min_value=0, label="Tail ≥ tokens")
     has = forms.MultipleChoiceField(required=False, choices=HAS_CHOICES, label="With")
@@ -767,6 +808,8 @@ def filtered_workflows(tenant: Any, data: dict[str, Any], now: datetime) -> Quer
     qs = Workflow.objects.filter(tenant=tenant)
     if q := (data.get("q") or "").strip():
         qs = qs.filter(Q(external_id__icontains=q) | Q(name__icontains=q))
+    if data.get("source"):
+        qs = qs.filter(source=data["source"])
     status = data.get("status")
     if status == "active":
         qs = qs.filter(active_summary__isnull=False)

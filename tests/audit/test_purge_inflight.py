@@ -117,7 +117,11 @@ def test_activation_re_checks_purges_since_the_source_was_read(tenant):
     append(wf, [event(i) for i in range(1, 13)])
     s1 = create_summary(
         wf,
-        content={"schema": "memoryhub.summary/v1", "narrative": "clean early part about POST /payments", "facts": []},
+        content={
+            "schema": "memoryhub.summary/v1",
+            "narrative": "clean early part about POST /payments",
+            "facts": [],
+        },
         covers_from_seq=1,
         covers_to_seq=4,
         compactor={"name": "manual"},
@@ -129,7 +133,11 @@ def test_activation_re_checks_purges_since_the_source_was_read(tenant):
     assert lifecycle.activate(s1, 0, ADMIN).applied
     s2 = create_summary(
         wf,
-        content={"schema": "memoryhub.summary/v1", "narrative": "the later part about POST /payments", "facts": []},
+        content={
+            "schema": "memoryhub.summary/v1",
+            "narrative": "the later part about POST /payments",
+            "facts": [],
+        },
         covers_from_seq=5,
         covers_to_seq=12,
         compactor={"name": "manual"},

@@ -127,6 +127,16 @@ API: dict[str, Api] = {
         V, "object", 200, lambda w: WF, rows=_results("summary_id"), owned=lambda t: set(t.summary_ids)
     ),
     "POST workflows/{wf}/summaries/": Api(R, "object", 201, lambda w: REVIEW, body=lambda w: SUMMARY_BODY),
+    # observed (provider/framework) compactions and the OTLP ingest status
+    "GET workflows/{wf}/observed-compactions/": Api(V, "object", 200, lambda w: WF),
+    "POST workflows/{wf}/observed-compactions/": Api(
+        R,
+        "object",
+        201,
+        lambda w: REVIEW,
+        body=lambda w: {"covers_to_seq": 5, "text": "h9 observed", "compactor": {"name": "h9-provider"}},
+    ),
+    "GET otel/status/": Api(V, "tenant", 200),
     "GET summaries/{summary_id}/": Api(V, "object", 200, _sid("active")),
     "GET summaries/{summary_id}/verify/": Api(V, "object", 200, _sid("active")),
     "GET summaries/{summary_id}/diff/": Api(V, "object", 200, _sid("active")),

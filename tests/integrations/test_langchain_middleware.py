@@ -69,7 +69,10 @@ def test_agent_compacts_twice_and_a_tool_result_reaches_the_summary_the_model_re
 
     # Lineage: artifact → final model call → summary → covered events, which hold T3's tool result.
     t3 = Event.objects.get(workflow=workflow, kind="tool_result", tool_call_id="call-T3")
-    assert "401 Unauthorized" in t3.content and "T3 (req-0003): POST /payments returned 401" in summary_message.content
+    assert (
+        "401 Unauthorized" in t3.content
+        and "T3 (req-0003): POST /payments returned 401" in summary_message.content
+    )
     lineage = hub.lineage("LC-REPORT-1")
     (hop,) = lineage["traces"]
     assert hop["model_call_id"] == final.model_call_id

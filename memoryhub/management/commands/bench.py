@@ -25,6 +25,12 @@ def _compaction(opts, log):
     return compaction_bench.run(log=log)
 
 
+def _otel(opts, log):
+    from memoryhub.bench import otel
+
+    return otel.run(spans=opts["spans"], log=log)
+
+
 def _context(opts, log):
     from memoryhub.bench import context_read
 
@@ -47,6 +53,7 @@ BENCHMARKS = {
     "compaction": _compaction,
     "context": _context,
     "quality": _quality,
+    "otel": _otel,
 }
 # Run only when named (minutes at 100k events; pure Python, no database).
 EXPLICIT_ONLY = {"quality"}
@@ -72,6 +79,7 @@ class Command(BaseCommand):
         parser.add_argument("--batch", type=int, default=1_000)
         parser.add_argument("--clients", type=int, default=2)
         parser.add_argument("--workflows", type=int, default=10_000, help="scale: bulk workflows")
+        parser.add_argument("--spans", type=int, default=2_000, help="otel: spans sent over OTLP/HTTP")
         parser.add_argument(
             "--big-events", dest="big_events", type=int, default=1_000_000, help="scale: big history"
         )

@@ -1,0 +1,104 @@
+"""Anthropic ``compaction`` content blocks (the anthropic package's own types) recorded through the
+client helper against a live MemoryHub."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from anthropic.types.beta import BetaMessage
+
+from memoryhub.client import MemoryHubClient
+from memoryhub.models import ConsumerTrace, Event, Summary, SummaryStatus
+
+pytestmark = pytest.mark.django_db(transaction=True)
+CM = {
+    "edits": [
+        {
+            "type": "compact_20260112",
+            "trigger": {"type": "input_tokens", "value": 120_000},
+            "instructions": "keep ids",
+        }
+    ]
+}
+
+
+def _message(msg_id: str, blocks: list[dict], compaction_input: int | None = 131_000) -> BetaMessage:
+    iterations = [{"type": "message", "input_tokens": 9000, "output_tokens": 200, "cache_creation_input_tokens": 0,
+                   "cache_read_input_tokens": 0, "model": "claude-opus-4-6"}]  # fmt: skip
+    if compaction_input is not None:
+        iterations.insert(0, {"type": "compaction", "input_tokens": compaction_input, "output_tokens": 1800,
+                              "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0})  # fmt: skip
+    return BetaMessage.model_validate(
+        {
+            "id": msg_id,
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-opus-4-6",
+            "content": blocks,
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 9000, "output_tokens": 200, "iterations": iterations},
+        }
+    )
+
+
+@pytest.fixture
+def hub(live_server, alice):
+    with MemoryHubClient(live_server.url, api_key=alice.key.secret, timeout=30) as client:
+        client.create_workflow("ticket-991", source="anthropic")
+        client.append_events(
+            "ticket-991",
+            [
+                {"kind": "message", "role": "user", "content": f"message {i}: order 4417 refund"}
+                for i in range(6)
+            ],
+        )
+        yield client
+
+
+def test_readable_compaction_block_becomes_an_active_version_and_the_call_a_trace(hub):
+    response = _message("msg_01", [
+        {"type": "compaction", "content": "Customer wants a refund for order 4417."},
+        {"type": "text", "text": "I have issued the refund for order 4417."},
+    ])  # fmt: skip
+    result = hub.record_anthropic_response("ticket-991", response, context_management=CM)
+    (observed,) = result["compactions"]
+    assert observed["activation"] == "activated" and observed["covers_to_seq"] == 6 and result["events"] == 1
+    assert observed["trigger"] == {"kind": "auto", "pre_tokens": 131_000, "threshold_tokens": 120_000}
+    summary = Summary.objects.get(summary_id=observed["summary_id"])
+    assert summary.compactor_name == "anthropic" and summary.compactor_version == "compact_20260112"
+    assert summary.job.attempts[0]["compactor_settings"]["trigger"] == {
+        "type": "input_tokens",
+        "value": 120_000,
+    }
+    assert "instructions" not in summary.job.attempts[0]["compactor_settings"]
+    trace = ConsumerTrace.objects.get(model_call_id="anthropic:msg_01")
+    assert trace.summary_id == summary.pk and trace.input_tokens == 9000 and trace.model == "claude-opus-4-6"
+    assert Event.objects.filter(workflow=summary.workflow).count() == 7
+    # Re-recording the same response (a retry) changes nothing.
+    again = hub.record_anthropic_response("ticket-991", response, context_management=CM, covers_to_seq=6)
+    assert again["compactions"][0]["created"] is False and Summary.objects.count() == 1
+    assert Event.objects.filter(workflow=summary.workflow).count() == 7
+
+
+def test_encrypted_only_block_is_opaque_and_a_failed_block_is_skipped(hub):
+    sealed = "EqQBCkgIARABGAIiQH…opaque…"
+    result = hub.record_anthropic_response(
+        "ticket-991",
+        _message("msg_02", [{"type": "compaction", "encrypted_content": sealed}]),
+        context_management=CM,
+    )
+    (observed,) = result["compactions"]
+    assert observed["validation"] == "unverifiable" and observed["status"] == SummaryStatus.ACTIVE
+    content = hub.get_summary(observed["summary_id"])["content"]
+    assert content["digest"] == "sha256:" + hashlib.sha256(sealed.encode()).hexdigest()
+    assert content["size_bytes"] == len(sealed.encode())
+    failed = hub.record_anthropic_response(
+        "ticket-991", _message("msg_03", [{"type": "compaction", "content": None}], None)
+    )
+    assert failed["compactions"] == [] and Summary.objects.count() == 1
+    # That call still read the active (opaque) compaction.
+    assert (
+        ConsumerTrace.objects.get(model_call_id="anthropic:msg_03").summary.summary_id
+        == observed["summary_id"]
+    )
