@@ -1,10 +1,9 @@
 """Recording a compaction that a framework performed as a MemoryHub summary version.
 
 The integrations (LangChain middleware, OpenAI Agents session) call :func:`record_compaction`
-and nothing else to record what a framework compacted, so the transport can change in one place:
-today it submits an external candidate (``POST …/summaries/``), validates it and, when validation
-passed, activates it by compare-and-swap on the workflow's current revision. Nothing here imports
-Django.
+and nothing else to record what a framework compacted: it becomes an observed compaction
+(``memoryhub.observed`` behind ``POST …/observed-compactions/``), the same path as Claude Code,
+OpenTelemetry and the Anthropic API. Nothing here imports Django.
 """
 
 from __future__ import annotations
@@ -40,13 +39,28 @@ def record_compaction(
     content: Mapping[str, Any],
     compactor: Mapping[str, Any],
     source_refs: list[str] | None = None,
+    trigger: Mapping[str, Any] | None = None,
 ) -> Summary:
     """Store the compaction as a summary version covering exactly ``covers_from_seq..covers_to_seq``.
 
-    Returns the summary as it stands afterwards: ACTIVE when it validated and the activation won,
-    VALIDATED when activation was refused (e.g. the policy requires approval) or lost a race,
-    REJECTED when validation failed (opaque content is "unverifiable").
+    A framework's compaction replaces the history from the start (``covers_from_seq`` 1): it is an
+    *observed compaction* (``POST …/observed-compactions/``), validated and activated by CAS like
+    any other, counted per source and read for the threshold in force. Encrypted content is sent
+    as its digest and size only (validation: unverifiable). Anything else is submitted as an
+    external candidate, validated, and activated when it passed.
+
+    Returns the summary as it stands afterwards.
     """
+    if covers_from_seq == 1:
+        body: dict[str, Any] = (
+            {"opaque": {"digest": content["opaque_digest"], "size_bytes": content["opaque_size"]}}
+            if content.get("opaque")
+            else {"text": str(content.get("narrative") or "").strip() or "(empty summary)"}
+        )
+        observed = client.record_observed_compaction(
+            workflow_id, covers_to_seq, compactor, trigger=trigger, source_refs=source_refs, **body
+        )
+        return client.get_summary(observed["summary_id"])
     summary = client.submit_summary(
         workflow_id,
         covers_from_seq=covers_from_seq,
