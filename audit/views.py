@@ -303,7 +303,44 @@ def summary_action(request: HttpRequest, summary_id: str, action: str) -> HttpRe
     return redirect(next_url)
 
 
+@login_required
+@require_POST
+def summary_comment(request: HttpRequest, summary_id: str) -> HttpResponse:
+    """Add a comment to a summary's discussion (reviewer or above; audited)."""
+    from memoryhub.lifecycle import ACTION_ROLES
+
+    tenant, role = page_tenant(request)
+    try:
+        summary = review.get_summary(tenant, summary_id)
+    except NotFound as exc:
+        raise _not_found(exc)
+    _require_role(role, ACTION_ROLES["comment"])
+    url = reverse("memoryhub:summary-detail", args=[summary.summary_id])
+    try:
+        comment = review.add_comment(summary, Actor.from_request(request), request.POST.get("text"))
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+        return redirect(f"{url}#comments")
+    messages.success(request, f"Comment added to {summary.label}.")
+    return redirect(f"{url}#comment-{comment.pk}")
+
+
+@login_required
+@require_GET
+def review_inbox(request: HttpRequest) -> HttpResponse:
+    """What waits for a reviewer, oldest first: approvals, candidates, failed checks, quarantines."""
+    tenant, role = page_tenant(request)
+    rows = review.review_inbox(tenant.pk)
+    return render(
+        request,
+        "audit/review_inbox.html",
+        {"rows": rows, "total": review.inbox_count(tenant.pk), "role": role, "limit": review.INBOX_LIMIT},
+    )
+
+
 urlpatterns = [
+    path("review/", review_inbox, name="review-inbox"),
+    path("summaries/<str:summary_id>/comments/", summary_comment, name="summary-comment"),
     path("artifacts/<str:artifact_id>/", artifact_detail, name="artifact-detail"),
     path("artifacts/<str:artifact_id>/investigate/", artifact_investigate, name="artifact-investigate"),
     path("traces/<int:trace_id>/replay/", trace_replay, name="trace-replay"),

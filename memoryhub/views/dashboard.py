@@ -33,6 +33,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 
 from memoryhub import figures, metrics
+from memoryhub import lifecycle as lifecycle_rules
 from memoryhub.models import (
     Artifact,
     CompactionJob,
@@ -46,6 +47,7 @@ from memoryhub.models import (
     TraceFlag,
     ValidationRecord,
     Workflow,
+    role_at_least,
 )
 from memoryhub.views.base import EVENTS_PER_PAGE, page_tenant, page_workflow
 from triggers.models import TriggerDecision
@@ -232,19 +234,10 @@ def overview_numbers(
         oldest_activation=Min("activated_at", filter=Q(active_summary__isnull=False)),
         over_budget=Count("pk", filter=Q(tail_tokens__gt=budget - F("summary_tokens"))),
     )
-    # Only the review queue's rows, through the (tenant, status, created_at) index: the count does
-    # not read the tenant's whole summary history.
-    queued = dict(
-        Summary.objects.filter(tenant=tenant, status__in=[SummaryStatus.CANDIDATE, SummaryStatus.QUARANTINED])
-        .values("status")
-        .annotate(n=Count("pk"))
-        .order_by()
-        .values_list("status", "n")
-    )
-    review = {
-        "candidates": queued.get(SummaryStatus.CANDIDATE, 0),
-        "quarantined": queued.get(SummaryStatus.QUARANTINED, 0),
-    }
+    # The review inbox's counts in one statement (audit.review owns what waits for a reviewer).
+    from audit.review import inbox_counts
+
+    review = inbox_counts(tenant.pk)
     return {
         "state": state,
         "review": review,
@@ -1185,38 +1178,24 @@ def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
 DIFF_TEMPLATE = "audit/partials/diff.html"
 
 
-def available_actions(
-    summary: Summary, workflow: Workflow, role: str | None, failed_checks: list[str]
-) -> list[dict[str, Any]]:
-    """Review buttons for this role and status (audit.review decides which; viewers get none).
-
-    Each posts a reason (and the revision seen, or the checks waived) to audit's
-    ``memoryhub:summary-action`` view, which runs it through memoryhub.lifecycle.
-    """
+def available_actions(summary: Summary, role: str | None, policy: Any) -> list[dict[str, Any]]:
+    """Review buttons for this role, status and policy (``lifecycle.allowed_actions`` decides,
+    through audit.review which adds labels). Each posts a reason (and the revision seen, or the
+    checks waived) to audit's ``memoryhub:summary-action`` view."""
     from audit.review import available_actions as allowed
 
-    actions = []
-    for spec in allowed(summary, role):
-        if spec.needs_checks and not failed_checks:
-            continue
-        if spec.needs_revision and (
-            workflow.active_summary is None
-            or workflow.active_summary_id == summary.pk
-            or summary.covers_to_seq >= workflow.active_summary.covers_to_seq
-        ):
-            continue  # a rollback goes back to a version older than the active one
-        actions.append(
-            {
-                "action": spec.name,
-                "label": spec.label,
-                "help": spec.help,
-                "style": "danger" if spec.danger else "primary",
-                "needs_revision": spec.needs_revision,
-                "needs_checks": spec.needs_checks,
-                "url": reverse("memoryhub:summary-action", args=[summary.summary_id, spec.name]),
-            }
-        )
-    return actions
+    return [
+        {
+            "action": spec.name,
+            "label": spec.label,
+            "help": spec.help,
+            "style": "danger" if spec.danger else "primary",
+            "needs_revision": spec.needs_revision,
+            "needs_checks": spec.needs_checks,
+            "url": reverse("memoryhub:summary-action", args=[summary.summary_id, spec.name]),
+        }
+        for spec in allowed(summary, role, policy=policy)
+    ]
 
 
 def _summary_content(summary: Summary) -> dict[str, Any]:
@@ -1267,15 +1246,22 @@ def summary_detail(request: HttpRequest, summary_id: str) -> HttpResponse:
     summary, role = _summary_for(request, summary_id)
     workflow = summary.workflow
     if request.GET.get("fragment") == "status":
+        awaiting = lifecycle_rules.action_policy(summary, workflow).awaiting_approval(summary)
         return render(
-            request, "memoryhub/partials/summary_status.html", {"summary": summary, "workflow": workflow}
+            request,
+            "memoryhub/partials/summary_status.html",
+            {"summary": summary, "workflow": workflow, "awaiting_approval": awaiting},
         )
     content = _summary_content(summary)
     validations = list(summary.validations.order_by("-created_at", "-id"))
     latest = validations[0] if validations else None
-    waived = {c for v in validations for c in (v.waived_checks or [])}
-    checks = [{**c, "waived": c.get("name") in waived} for c in ((latest.checks or []) if latest else [])]
-    failed = [c["name"] for c in checks if not c.get("passed") and not c["waived"] and c.get("name")]
+    policy = lifecycle_rules.action_policy(summary, workflow, latest=latest)
+    failed = list(policy.failed_checks)
+    checks = [
+        {**c, "waived": bool(c.get("name")) and not c.get("passed") and c.get("name") not in failed}
+        for c in ((latest.checks or []) if latest else [])
+        if isinstance(c, dict)
+    ]
     seqs = sorted(
         {s for f in content.get("facts", []) for s in f.get("source_seqs", []) if isinstance(s, int)}
     )
@@ -1303,7 +1289,8 @@ def summary_detail(request: HttpRequest, summary_id: str) -> HttpResponse:
     traces = list(summary.traces.order_by("-at", "-id")[:RECENT_ROWS])
     trace_total = summary.traces.count()
     diff = _diff(previous, summary)
-    actions = available_actions(summary, workflow, role, failed)
+    actions = available_actions(summary, role, policy)
+    comments = list(summary.comments.order_by("at", "id"))
     return render(
         request,
         "memoryhub/summary_detail.html",
@@ -1322,6 +1309,11 @@ def summary_detail(request: HttpRequest, summary_id: str) -> HttpResponse:
             "traces": traces,
             "trace_total": trace_total,
             "actions": actions,
+            "policy": policy,
+            "status_label": lifecycle_rules.status_label(summary, policy),
+            "awaiting_approval": policy.awaiting_approval(summary),
+            "comments": comments,
+            "can_comment": role_at_least(role, lifecycle_rules.ACTION_ROLES["comment"]),
             "diff_template": _diff_template() if diff is not None else None,
             "role": role,
             "events_per_page": EVENTS_PER_PAGE,

@@ -10,6 +10,7 @@ from audit.review import available_actions
 from memoryhub import lifecycle
 from memoryhub.models import LifecycleEvent, Summary
 from tests.audit.conftest import BUG_FIXED, REVIEWER, SCOPE, T49, summarize
+from triggers.models import ContextPolicy
 
 
 def url(summary, action: str) -> str:
@@ -108,12 +109,53 @@ def test_reject_approve_and_waive(incident, bob):
     candidate.refresh_from_db()
     assert candidate.status == "VALIDATED"
     assert candidate.validations.order_by("-id").first().waived_checks == ["token_budget"]
-    assert post(bob, candidate, "approve", reason="read it against the source").status_code == 302
     assert post(bob, candidate, "reject", reason="changed my mind").status_code == 302
     candidate.refresh_from_db()
     assert candidate.status == "REJECTED"
-    assert [a for a, _ in history(candidate)] == ["validate", "waive", "approve", "reject"]
-    assert audit_actions(wf.tenant)[-3:] == ["summary.waive", "summary.approve", "summary.reject"]
+    assert [a for a, _ in history(candidate)] == ["validate", "waive", "reject"]
+    assert audit_actions(wf.tenant)[-2:] == ["summary.waive", "summary.reject"]
+
+
+def test_approve_makes_the_summary_live_in_the_same_action(incident, bob):
+    """Approve carries the revision the reviewer saw: approved and ACTIVE in one transaction."""
+    wf = incident.workflow
+    ContextPolicy.objects.create(tenant=wf.tenant, workflow=wf, require_approval=True)
+    candidate = over_budget(wf)
+    lifecycle.waive(candidate, ["token_budget"], REVIEWER, "budget too tight")
+    candidate.refresh_from_db()
+    assert [s.name for s in available_actions(candidate, bob.role)] == ["approve", "reject", "quarantine"]
+    assert post(bob, candidate, "approve", reason="read it").status_code == 400  # no revision: nothing
+    assert [a for a, _ in history(candidate)][-1] == "waive"
+    revision = wf.active_revision
+    resp = post(bob, candidate, "approve", reason="read it against the source", expected_revision=revision)
+    assert resp.status_code == 302
+    candidate.refresh_from_db()
+    wf.refresh_from_db()
+    assert candidate.status == "ACTIVE" and wf.active_summary_id == candidate.pk
+    assert wf.active_revision == revision + 1
+    assert history(candidate)[-2:] == [("approve", "applied"), ("activate", "applied")]
+    assert audit_actions(wf.tenant)[-3:] == ["summary.approve", "summary.supersede", "summary.activate"]
+
+
+def test_approve_with_a_stale_revision_keeps_the_approval_and_offers_activate(incident, bob):
+    wf = incident.workflow
+    ContextPolicy.objects.create(tenant=wf.tenant, workflow=wf, require_approval=True)
+    candidate = over_budget(wf)
+    lifecycle.waive(candidate, ["token_budget"], REVIEWER, "budget too tight")
+    revision = wf.active_revision
+    resp = post(bob, candidate, "approve", reason="fine", expected_revision=revision - 1)
+    assert resp.status_code == 302
+    page = bob.web.get(resp["Location"]).content.decode()
+    assert "approved, but not activated" in page
+    candidate.refresh_from_db()
+    assert candidate.status == "VALIDATED"
+    assert history(candidate)[-2:] == [("approve", "applied"), ("activate", "stale")]
+    assert [s.name for s in available_actions(candidate, bob.role)] == ["activate", "reject", "quarantine"]
+    assert f'value="{revision}"' in page and 'data-action="activate"' in page
+    resp = post(bob, candidate, "activate", reason="now", expected_revision=revision)
+    assert resp.status_code == 302
+    candidate.refresh_from_db()
+    assert candidate.status == "ACTIVE"
 
 
 def test_waive_without_checks_is_400(incident, bob):
@@ -158,7 +200,7 @@ def test_unknown_action_and_other_tenant(incident, bob, mallory):
     [
         ("carol", "s3", []),
         ("bob", "s3", ["quarantine"]),
-        ("bob", "s2", ["quarantine", "rollback"]),
+        ("bob", "s2", ["rollback", "quarantine"]),
         ("alice", "s3", ["quarantine"]),
     ],
 )

@@ -479,6 +479,8 @@ PAGES: dict[str, Page] = {
     "trace-replay": Page("object", lambda w: {"trace_id": _trace(w)}),
     "event-range": Page("object", lambda w: {"wf": SEED_WF, "from_seq": 1, "to_seq": 20}),
     "summary-diff": Page("object", _sid("active")),
+    "review-inbox": Page("tenant"),
+    "summary-comment": Page("object", _sid("active"), get=None, post=R, data=lambda w: {"text": "h9 note"}),
     "audit-log": Page("tenant"),
     "retention": Page("tenant", post=A, data=lambda w: {"trace_detail": "500"}),
     "workflow-purge": Page(
@@ -491,7 +493,20 @@ PAGES: dict[str, Page] = {
 }
 # One entry per review action of the summary-action page.
 REVIEW_ACTIONS: dict[str, Page] = {
-    "approve": Page("object", _sid("validated"), get=R, post=R, data=lambda w: {"reason": "ok"}),
+    "approve": Page(
+        "object",
+        _sid("validated"),
+        get=R,
+        post=R,
+        data=lambda w: {"reason": "ok", "expected_revision": str(_revision(REVIEW_WF))},
+    ),
+    "activate": Page(
+        "object",
+        _sid("validated"),
+        get=R,
+        post=R,
+        data=lambda w: {"reason": "go", "expected_revision": str(_revision(REVIEW_WF))},
+    ),
     "quarantine": Page("object", _sid("candidate"), get=R, post=R, data=lambda w: {"reason": "suspicious"}),
     "reject": Page("object", _sid("candidate"), get=R, post=R, data=lambda w: {"reason": "no"}),
     "waive": Page(

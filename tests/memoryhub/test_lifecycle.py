@@ -159,18 +159,24 @@ def test_service_activate_returns_stale_outcome_without_raising(tenant):
     assert isinstance(error, Conflict) and error.as_dict()["current_revision"] == 1
 
 
-def test_watermark_below_active_is_refused_unless_a_reviewer_rolls_back(api, bob, tenant):
+def test_watermark_below_active_is_refused_and_rollback_is_no_way_around_it(api, bob, tenant):
+    """A never-active version below the watermark cannot go live: activate refuses the
+    regression and rollback only re-activates a version that was ACTIVE before (SUPERSEDED)."""
     wf = build_workflow(tenant)
+    first = activated(wf, 1, 20)
     activated(wf, 1, 30)
     older = validated(wf, 1, 20)
-    r = action(api, older, "activate", {"expected_revision": 1})
+    r = action(api, older, "activate", {"expected_revision": 2})
     assert r.status_code == 409 and r.json()["error"] == "watermark_regression"
     assert r.json()["active_watermark"] == 30
     refused = LifecycleEvent.objects.get(summary=older, action="activate")
     assert refused.result == "refused" and "watermark" in refused.reason
-    r = action(bob.api, older, "rollback", {"expected_revision": 1, "reason": "S2 lost context, go back"})
+    r = action(bob.api, older, "rollback", {"expected_revision": 2, "reason": "go back"})
+    assert r.status_code == 409 and r.json()["error"] == "illegal_transition", r.content
+    assert events_of(older)[-1] == ("rollback", "refused", "VALIDATED", "VALIDATED")
+    r = action(bob.api, first, "rollback", {"expected_revision": 2, "reason": "S2 lost context, go back"})
     assert r.status_code == 200, r.content
-    assert r.json()["active_revision"] == 2
+    assert r.json()["active_revision"] == 3
     assert_totals(wf)
     assert wf.tail_events == 10
 
