@@ -278,3 +278,11 @@ def review_inbox(tenant_id: int, limit: int = INBOX_LIMIT) -> list[InboxRow]:
     )
     why = {S.CANDIDATE: "candidate", S.QUARANTINED: "quarantined", S.REJECTED: "failed_checks"}
     return [InboxRow(s, "awaiting_approval" if s.pk in awaiting else why[s.status]) for s in rows]
+
+
+def approve_and_activate_summary(summary: Summary, actor: Actor, reason: str):
+    """Approve ``summary`` and make it live at the workflow's current revision (scripts, demo)."""
+    from memoryhub.models import Workflow
+
+    revision = Workflow.objects.values_list("active_revision", flat=True).get(pk=summary.workflow_id)
+    return lifecycle.approve_and_activate(summary, revision, actor, reason)
