@@ -34,6 +34,7 @@ from django.utils.http import urlencode
 
 from memoryhub import figures, metrics
 from memoryhub import lifecycle as lifecycle_rules
+from memoryhub.alerting.firing import firing
 from memoryhub.models import (
     Artifact,
     CompactionJob,
@@ -667,6 +668,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     series = overview_series(ctx["tenant"], ctx["window"], ctx["now"])
     ctx.update(overview_numbers(ctx["tenant"], ctx["window"], ctx["now"], budget, series))
     ctx["charts"] = overview_charts(ctx["tenant"], ctx["window"], ctx["now"], budget, series)
+    ctx["firing"] = firing(ctx["tenant"], ctx["now"])
     ctx["needs_plotly"] = True
     return render(request, "memoryhub/overview.html", ctx)
 
