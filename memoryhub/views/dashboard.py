@@ -829,7 +829,25 @@ def _keyset(
         qs = qs.filter(Q(**{f"{f}__{op}": value}) | Q(**{f: value, f"id__{op}": pk}))
     order = (f"-{f}", "-id") if downwards else (f, "id")
     rows = list(annotate_rows(qs).order_by(*order)[: WORKFLOWS_PER_PAGE + 1])
+    mark_awaiting_approval(rows)
     return rows if forward else rows[:WORKFLOWS_PER_PAGE][::-1] + rows[WORKFLOWS_PER_PAGE:]
+
+
+def mark_awaiting_approval(workflows: list[Workflow]) -> None:
+    """Set ``awaiting_versions`` (the versions waiting for an approval) on each row, in one query."""
+    if not workflows:
+        return
+    waiting: dict[int, list[int]] = {}
+    rows = (
+        lifecycle_rules.awaiting_approval(workflows[0].tenant_id)
+        .filter(workflow_id__in=[w.pk for w in workflows])
+        .order_by("version")
+        .values_list("workflow_id", "version")
+    )
+    for workflow_id, version in rows:
+        waiting.setdefault(workflow_id, []).append(version)
+    for wf in workflows:
+        wf.awaiting_versions = waiting.get(wf.pk, [])  # type: ignore[attr-defined]
 
 
 def workflow_page(qs: QuerySet[Workflow], sort_key: str, cursor: str | None) -> WorkflowPage:
@@ -1120,6 +1138,13 @@ def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
         page_no = (seq - 1) // EVENTS_PER_PAGE + 1
     lean = ("content",)
     summaries = list(workflow.summaries.defer(*lean).order_by("-version")[:RECENT_ROWS])
+    waiting = set(
+        lifecycle_rules.awaiting_approval(workflow.tenant_id)
+        .filter(workflow=workflow)
+        .values_list("pk", flat=True)
+    )
+    for s in summaries:
+        s.awaiting_approval = s.pk in waiting  # type: ignore[attr-defined]
     lifecycle = list(
         workflow.lifecycle_events.select_related("summary", "prior_active_summary")
         .defer("summary__content", "prior_active_summary__content")
@@ -1160,6 +1185,7 @@ def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
             "curve_json": figures.to_json(curve),
             "curve_points": figures.point_count(curve),
             "summaries": summaries,
+            "awaiting": [s for s in summaries if s.pk in waiting],
             "lifecycle": lifecycle,
             "results": {r: results.get(r, 0) for r in LifecycleResult.values},
             "traces": traces,
