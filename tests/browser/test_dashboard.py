@@ -113,7 +113,8 @@ def test_reviewer_quarantines_s3_and_the_pointer_falls_back(page, live_server, l
     entry = AuditEntry.objects.filter(action="summary.quarantine", object_id=s3).get()
     page.goto(f"{live_server.url}/audit/?action=summary.quarantine")
     row = page.locator(f"#audit-{entry.seq}")
-    assert "summary.quarantine" in row.inner_text() and s3 in row.inner_text()
+    assert "summary.quarantine" in row.inner_text() and f"{scenario.WORKFLOW_ID} · S3" in row.inner_text()
+    assert row.locator(f"a[href='/summaries/{s3}/']").count() == 1
     assert f"user:{scenario.REVIEWER_USERNAME}" in row.inner_text()
     shoot("audit-log")
     assert page.js_errors == []
@@ -158,7 +159,9 @@ def test_every_overview_chart_has_data_and_drills_down(page, live_server, login,
         assert chart["points"] > 0 and chart["nonzero"], chart
     shoot("overview")
 
-    # A bucket of the stale-activation chart opens the workflows behind it.
+    # A bucket of the stale-activation chart opens the workflows behind it (scrolled into view:
+    # mouse clicks land on viewport coordinates).
+    page.locator("#chart-stale").scroll_into_view_if_needed()
     bar = page.locator("#chart-stale g.point path").filter(has_not=page.locator("[d='M0,0Z']"))
     boxes = [b for b in (bar.nth(i).bounding_box() for i in range(bar.count())) if b and b["height"] > 1]
     assert len(boxes) == 1

@@ -143,3 +143,65 @@ def test_status_is_obvious_in_the_browser(page, live_server, login, shoot, demo)
     assert "6 h" in demo_row and "1 d" in demo_row  # thresholds as durations, not 21600.0
     shoot("status-alerts")
     assert page.js_errors == []
+
+
+def test_investigation_names_the_first_loss(page, live_server, login, screenshot_dir, demo):
+    """Issue 17 item 11: the demo's T57 investigation blames S2 (its job, compactor c2, when)."""
+    s2 = Summary.objects.get(workflow__external_id=scenario.WORKFLOW_ID, version=2)
+    login(scenario.REVIEWER_USERNAME, scenario.REVIEWER_PASSWORD)
+    page.goto(f"{live_server.url}/artifacts/{scenario.INCIDENT_ARTIFACT_ID}/")
+    inv = page.locator("article.investigation").first
+    text = inv.inner_text()
+    assert "first dropped by S2" in text and "still missing in S3" in text and "does not restore it" in text
+    loss = inv.locator("[data-first-loss]")
+    assert loss.get_attribute("data-first-loss") == "S2"
+    assert f"job #{s2.job_id}" in loss.inner_text() and "c2" in loss.inner_text()
+    assert "not restored by the tail" in loss.inner_text()
+    loss.locator(f"a[href='/summaries/{s2.summary_id}/']").click()
+    page.wait_for_url(re.compile(rf"/summaries/{s2.summary_id}/$"))
+    page.go_back()
+    inv.scroll_into_view_if_needed()
+    page.screenshot(path=str(screenshot_dir / "investigation-first-loss.png"))
+    assert page.js_errors == []
+
+
+def test_audit_log_reads_like_a_story(page, live_server, login, shoot, demo):
+    """Issue 17 item 12: human names, reasons inline, every object linked (jobs too), filters by
+    actor, action, object and time."""
+    login(scenario.DEMO_USERNAME, scenario.DEMO_PASSWORD)
+    s3 = Summary.objects.get(workflow__external_id=scenario.WORKFLOW_ID, version=3)
+    page.goto(f"{live_server.url}/audit/?object={REVIEW_WF}")
+    table = page.locator("#audit-table")
+    approve = table.locator("tr[data-action='summary.approve']").first
+    assert f"{REVIEW_WF} · S1" in approve.inner_text()
+    assert "requirements intact" in approve.locator(".reason").inner_text()
+    job = table.locator(
+        "tr[data-action='compaction.request'] td.object a[data-object^='compactionjob:']"
+    ).first
+    assert re.search(rf"{REVIEW_WF} · job #\d+", job.inner_text())
+    # Every row about this workflow links its object.
+    assert table.locator("td.object span[data-object]").count() == 0
+    shoot("audit-story")
+    job.click()
+    page.wait_for_url(re.compile(rf"/workflows/{REVIEW_WF}/#job-\d+$"))
+    assert page.locator(page.url[page.url.index("#") :]).count() == 1
+
+    # Filters: actor, action, object, time.
+    page.goto(f"{live_server.url}/audit/?actor=user:rita&action=summary.comment")
+    rows = page.locator("#audit-table tbody tr")
+    assert rows.count() == 2 and all("user:rita" in r.inner_text() for r in rows.all())
+    page.goto(f"{live_server.url}/audit/?object={s3.summary_id}")
+    assert page.locator("#audit-table tbody tr").count() >= 3  # create, validate, waive, activate, …
+    assert all(
+        f"{scenario.WORKFLOW_ID} · S3" in r.inner_text() for r in page.locator("#audit-table tbody tr").all()
+    )
+    page.goto(f"{live_server.url}/audit/?until=2000-01-01T00:00")
+    assert page.locator("#audit-table").count() == 0 and "No audit entries match" in page.content()
+    page.fill("input[name=actor]", "user:rita")
+    page.fill("input[name=action]", "summary.approve")
+    page.fill("input[name=until]", "")
+    page.click("#audit-filter button[type=submit]")
+    page.wait_for_load_state()
+    assert page.locator("#audit-table tbody tr").count() == 1
+    shoot("audit-story-filtered")
+    assert page.js_errors == []
