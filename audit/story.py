@@ -32,10 +32,8 @@ def _objects(tenant_id: int, wanted: dict[str, list[str]]) -> dict[tuple[str, st
     """(object_type, object_id) -> (label, url) for the kinds we can name."""
     out: dict[tuple[str, str], tuple[str, str]] = {}
     if wanted.get("summary"):
-        rows = Summary.objects.filter(tenant_id=tenant_id, summary_id__in=wanted["summary"]).values_list(
-            "summary_id", "version", "workflow__external_id"
-        )
-        for sid, version, wf in rows:
+        summaries = Summary.objects.filter(tenant_id=tenant_id, summary_id__in=wanted["summary"])
+        for sid, version, wf in summaries.values_list("summary_id", "version", "workflow__external_id"):
             out[("summary", sid)] = (f"{wf} · S{version}", f"/summaries/{sid}/")
     for wf in wanted.get("workflow", []):
         out[("workflow", wf)] = (wf, f"/workflows/{wf}/")
@@ -46,28 +44,26 @@ def _objects(tenant_id: int, wanted: dict[str, list[str]]) -> dict[tuple[str, st
         for aid, wf in rows:
             out[("artifact", aid)] = (f"{wf} · {aid}", f"/artifacts/{aid}/")
     if wanted.get("compactionjob"):
-        rows = CompactionJob.objects.filter(
-            tenant_id=tenant_id, pk__in=_int_ids(wanted["compactionjob"])
-        ).values_list("pk", "workflow__external_id")
-        for pk, wf in rows:
+        jobs = CompactionJob.objects.filter(tenant_id=tenant_id, pk__in=_int_ids(wanted["compactionjob"]))
+        for pk, wf in jobs.values_list("pk", "workflow__external_id"):
             out[("compactionjob", str(pk))] = (f"{wf} · job #{pk}", f"/workflows/{wf}/#job-{pk}")
     if wanted.get("consumertrace"):
-        rows = ConsumerTrace.objects.filter(
+        traces = ConsumerTrace.objects.filter(
             workflow__tenant_id=tenant_id, pk__in=_int_ids(wanted["consumertrace"])
-        ).values_list("pk", "workflow__external_id", "model_call_id")
-        for pk, wf, call in rows:
+        )
+        for pk, wf, call in traces.values_list("pk", "workflow__external_id", "model_call_id"):
             out[("consumertrace", str(pk))] = (f"{wf} · {call}", f"/workflows/{wf}/#traces")
     if wanted.get("alertrule"):
-        rows = AlertRule.objects.filter(tenant_id=tenant_id, pk__in=_int_ids(wanted["alertrule"]))
-        for pk, name in rows.values_list("pk", "name"):
+        rules = AlertRule.objects.filter(tenant_id=tenant_id, pk__in=_int_ids(wanted["alertrule"]))
+        for pk, name in rules.values_list("pk", "name"):
             out[("alertrule", str(pk))] = (f"alert rule “{name}”", f"/alerts/rules/{pk}/")
     if wanted.get("channel"):
-        rows = Channel.objects.filter(tenant_id=tenant_id, pk__in=_int_ids(wanted["channel"]))
-        for pk, name in rows.values_list("pk", "name"):
+        channels = Channel.objects.filter(tenant_id=tenant_id, pk__in=_int_ids(wanted["channel"]))
+        for pk, name in channels.values_list("pk", "name"):
             out[("channel", str(pk))] = (f"channel “{name}”", f"/alerts/channels/{pk}/")
     if wanted.get("purge"):
-        rows = Purge.objects.filter(tenant_id=tenant_id, purge_id__in=wanted["purge"])
-        for pid, wf in rows.values_list("purge_id", "workflow__external_id"):
+        purges = Purge.objects.filter(tenant_id=tenant_id, purge_id__in=wanted["purge"])
+        for pid, wf in purges.values_list("purge_id", "workflow__external_id"):
             out[("purge", pid)] = (f"{wf or 'tenant'} · purge {pid}", f"/workflows/{wf}/" if wf else "")
     for oid in wanted.get("context_policy", []):
         out[("context_policy", oid)] = ("tenant default policy", "/triggers/policy/")
@@ -83,9 +79,9 @@ def describe(tenant_id: int, entries: list[AuditEntry]) -> list[Described]:
     for e in entries:
         data: dict[str, Any] = e.data if isinstance(e.data, dict) else {}
         label, url = names.get((e.object_type, e.object_id), (f"{e.object_type} {e.object_id}", ""))
-        reason = data.get("reason") if isinstance(data.get("reason"), str) else ""
+        reason = str(data.get("reason") or "")
         frm, to = data.get("from") or "", data.get("to") or ""
         change = f"{frm} → {to}" if frm and to and frm != to else ""
-        outcome = data.get("result") if isinstance(data.get("result"), str) else ""
+        outcome = str(data.get("result") or "")
         out.append(Described(e, label, url, reason, outcome, change))
     return out

@@ -456,7 +456,7 @@ def reject(summary: Summary, actor: Actor, reason: str) -> Summary:
     return _run(summary, body)
 
 
-def approve(summary: Summary, actor: Actor, reason: str) -> Summary:
+def approve(summary: Summary, actor: Actor, reason: str | None) -> Summary:
     """A reviewer approves a VALIDATED summary (needed before activation under ``require_approval``)."""
     reason = clean_reason(reason, required=True)
 
@@ -469,7 +469,7 @@ def approve(summary: Summary, actor: Actor, reason: str) -> Summary:
 
 
 def approve_and_activate(
-    summary: Summary, expected_revision: int, actor: Actor, reason: str
+    summary: Summary, expected_revision: int, actor: Actor, reason: str | None
 ) -> ActivationResult:
     """Approve and, in the same transaction, activate at ``expected_revision`` (the revision the
     reviewer saw). The approval stands even when the activation is stale or refused (both are

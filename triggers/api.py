@@ -147,14 +147,16 @@ class _PolicyView(TenantAPIView):
             self.actor(),
             workflow=workflow,
             partial=partial,
-            role=self.request.role,
+            role=getattr(self.request, "role", None),
         )
         source = services.SOURCE_WORKFLOW if workflow is not None else services.SOURCE_TENANT
         return Response(services.policy_payload(spec, source, row))
 
     def _delete(self, wf: str | None = None) -> Response:
         workflow = self.scope(wf)
-        services.delete_policy(_tenant(self.request), self.actor(), workflow=workflow, role=self.request.role)
+        services.delete_policy(
+            _tenant(self.request), self.actor(), workflow=workflow, role=getattr(self.request, "role", None)
+        )
         spec, source, row = services.effective_policy(_tenant(self.request), workflow)
         return Response(services.policy_payload(spec, source, row))
 

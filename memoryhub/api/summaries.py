@@ -310,7 +310,7 @@ class _Action(TenantAPIView):
     ``lifecycle.ACTION_ROLES`` (the rule the pages' buttons use too)."""
 
     lifecycle_action = ""
-    write_role = Role.REVIEWER
+    write_role: str = Role.REVIEWER
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
