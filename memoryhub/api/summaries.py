@@ -477,6 +477,55 @@ class WaiveView(_Action):
         return Response(_state(summary, validation=validation_dict(latest) if latest else None))
 
 
+def _comment_fields() -> dict[str, serializers.Field]:
+    return {
+        "id": serializers.IntegerField(),
+        "summary_id": serializers.CharField(),
+        "author": serializers.CharField(),
+        "text": serializers.CharField(),
+        "at": serializers.DateTimeField(),
+    }
+
+
+CommentSerializer = inline_serializer("SummaryComment", _comment_fields())
+CommentListSerializer = inline_serializer("SummaryComment", _comment_fields(), many=True)
+
+
+def _comment(comment: Any) -> dict[str, Any]:
+    return {
+        "id": comment.pk,
+        "summary_id": comment.summary.summary_id,
+        "author": comment.author,
+        "text": comment.text,
+        "at": comment.at,
+    }
+
+
+class SummaryComments(_Action):
+    """A summary's discussion: GET lists the comments (oldest first); POST {"text"} adds one
+    (reviewer or above; audited)."""
+
+    lifecycle_action = "comment"
+
+    @extend_schema(responses={200: CommentListSerializer, 404: ErrorSerializer})
+    def get(self, request, summary_id: str):
+        summary = self.summary(summary_id)
+        return Response(
+            [_comment(c) for c in summary.comments.select_related("summary").order_by("at", "id")]
+        )
+
+    @extend_schema(
+        request=inline_serializer("CommentRequest", {"text": serializers.CharField()}),
+        responses={201: CommentSerializer, 400: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
+    )
+    def post(self, request, summary_id: str):
+        from audit.review import add_comment  # the review service (audit app) owns comments
+
+        data = body_object(request)
+        comment = add_comment(self.summary(summary_id), self.actor(), data.get("text"))
+        return Response(_comment(comment), status=status.HTTP_201_CREATED)
+
+
 SID = "<str:summary_id>"
 urlpatterns = [
     path(f"workflows/{WF}/summaries/", WorkflowSummaries.as_view(), name="workflow-summaries"),
@@ -490,4 +539,5 @@ urlpatterns = [
     path(f"summaries/{SID}/quarantine/", QuarantineView.as_view(), name="summary-quarantine"),
     path(f"summaries/{SID}/release/", ReleaseView.as_view(), name="summary-release"),
     path(f"summaries/{SID}/waive/", WaiveView.as_view(), name="summary-waive"),
+    path(f"summaries/{SID}/comments/", SummaryComments.as_view(), name="summary-comments"),
 ]

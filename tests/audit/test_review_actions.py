@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from audit.models import AuditEntry
+from audit.models import AuditEntry, SummaryComment
 from audit.review import available_actions
 from memoryhub import lifecycle
 from memoryhub.models import LifecycleEvent, Summary
@@ -221,3 +221,34 @@ def test_rejected_summary_offers_waive_not_quarantine(incident, bob):
     candidate = over_budget(incident.workflow)
     assert candidate.status == "REJECTED"
     assert [s.name for s in available_actions(candidate, bob.role)] == ["waive"]
+
+
+def test_comments_on_a_summary_are_audited_and_need_a_reviewer(incident, bob, carol, mallory):
+    s3 = incident.s3
+    url_api = f"/api/v1/summaries/{s3.summary_id}/comments/"
+    assert carol.api.post(url_api, {"text": "viewer opinion"}, format="json").status_code == 403
+    assert mallory.api.post(url_api, {"text": "outsider"}, format="json").status_code == 404
+    r = bob.api.post(url_api, {"text": "   "}, format="json")
+    assert r.status_code == 400 and r.json()["error"] == "comment_required"
+    r = bob.api.post(url_api, {"text": "x" * 4001}, format="json")
+    assert r.status_code == 400 and r.json()["error"] == "invalid_comment"
+    assert SummaryComment.objects.count() == 0
+    r = bob.api.post(url_api, {"text": "S3 lacks the 401 rule; see T57."}, format="json")
+    assert r.status_code == 201 and r.json()["author"].startswith("api_key:bob")
+    # The page form goes through the same service.
+    bob.web.get("/audit/")
+    token = bob.web.cookies["csrftoken"].value
+    resp = bob.web.post(
+        f"/summaries/{s3.summary_id}/comments/", {"csrfmiddlewaretoken": token, "text": "Agreed."}
+    )
+    assert resp.status_code == 302 and resp["Location"].endswith(
+        f"#comment-{SummaryComment.objects.last().pk}"
+    )
+    listed = carol.api.get(url_api).json()
+    assert [c["text"] for c in listed] == ["S3 lacks the 401 rule; see T57.", "Agreed."]
+    assert listed[1]["author"] == "user:bob"
+    entries = AuditEntry.objects.filter(action="summary.comment", object_id=s3.summary_id).order_by("seq")
+    assert entries.count() == 2
+    assert all("text" not in e.data and e.data["text_sha256"].startswith("sha256:") for e in entries)
+    page = carol.web.get(f"/summaries/{s3.summary_id}/").content.decode()
+    assert "Agreed." in page and 'id="comment-form"' not in page  # viewers read, reviewers write

@@ -137,6 +137,10 @@ API: dict[str, Api] = {
     "POST summaries/{summary_id}/approve/": Api(
         R, "object", 200, _sid("validated"), body=lambda w: {"reason": "ok"}
     ),
+    "GET summaries/{summary_id}/comments/": Api(V, "object", 200, _sid("active")),
+    "POST summaries/{summary_id}/comments/": Api(
+        R, "object", 201, _sid("active"), body=lambda w: {"text": "h9 comment"}
+    ),
     "POST summaries/{summary_id}/reject/": Api(
         R, "object", 200, _sid("candidate"), body=lambda w: {"reason": "no"}
     ),
