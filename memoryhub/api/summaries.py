@@ -477,18 +477,14 @@ class WaiveView(_Action):
         return Response(_state(summary, validation=validation_dict(latest) if latest else None))
 
 
-def _comment_fields() -> dict[str, serializers.Field]:
-    return {
-        "id": serializers.IntegerField(),
-        "summary_id": serializers.CharField(),
-        "author": serializers.CharField(),
-        "text": serializers.CharField(),
-        "at": serializers.DateTimeField(),
-    }
+class CommentSerializer(serializers.Serializer):
+    """One comment on a summary (documentation; the view builds the dict)."""
 
-
-CommentSerializer = inline_serializer("SummaryComment", _comment_fields())
-CommentListSerializer = inline_serializer("SummaryComment", _comment_fields(), many=True)
+    id = serializers.IntegerField()
+    summary_id = serializers.CharField()
+    author = serializers.CharField()
+    text = serializers.CharField()
+    at = serializers.DateTimeField()
 
 
 def _comment(comment: Any) -> dict[str, Any]:
@@ -507,7 +503,7 @@ class SummaryComments(_Action):
 
     lifecycle_action = "comment"
 
-    @extend_schema(responses={200: CommentListSerializer, 404: ErrorSerializer})
+    @extend_schema(responses={200: CommentSerializer(many=True), 404: ErrorSerializer})
     def get(self, request, summary_id: str):
         summary = self.summary(summary_id)
         return Response(
