@@ -316,6 +316,86 @@ def summary_history(workflow: Workflow, match: Matcher, until) -> list[dict[str,
     return out
 
 
+# Versions that never served anyone cannot have lost a fact for a reader.
+UNSERVED = (SummaryStatus.CANDIDATE, SummaryStatus.REJECTED)
+
+
+def loss_start(
+    history: list[dict[str, Any]], hit_seqs: list[int], consumed: dict[str, Any] | None
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """(the version that started the loss running at ``consumed``, the later versions still missing it)."""
+    if consumed is None:
+        return None, []
+    loss: dict[str, Any] | None = None
+    still: list[str] = []
+    for version in history:
+        if version["version"] > consumed["version"]:
+            break
+        covers_hit = any(version["covers_from_seq"] <= s <= version["covers_to_seq"] for s in hit_seqs)
+        if not covers_hit or not version.get("available", True) or version["status"] in UNSERVED:
+            continue
+        if version["contains_fact"]:
+            loss, still = None, []
+        elif loss is None:
+            loss = version
+        else:
+            still.append(version["label"])
+    return loss, still
+
+
+def first_loss(
+    history: list[dict[str, Any]], hit_seqs: list[int], consumed: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """Which version first dropped the fact the consumed summary lacks.
+
+    Walks the versions up to the consumed one in order; among those whose coverage includes a
+    matching source event, a version that has the fact ends a loss, one that lacks it starts one
+    (or continues it). The answer is the start of the loss still running at the consumed version,
+    with the versions after it that still miss the fact, and that version's job, compactor and time.
+    """
+    loss, still = loss_start(history, hit_seqs, consumed)
+    if loss is None:
+        return None
+    row = Summary.objects.select_related("job").get(summary_id=loss["summary_id"])
+    previous = next(
+        (v["label"] for v in reversed(history) if v["version"] < loss["version"] and v["contains_fact"]),
+        None,
+    )
+    return {
+        "summary": _brief(row),
+        "job": row.job_id,
+        "compactor": f"{row.compactor_name} {row.compactor_version}".strip(),
+        "model": row.model,
+        "at": row.created_at.isoformat(),
+        "previous_with_fact": previous,
+        "still_missing_in": still,
+    }
+
+
+def _loss_story(q: str, ev: dict[str, Any]) -> str:
+    """The explanation of a compaction omission that names the first loss."""
+    loss = ev["first_loss"]
+    label = loss["summary"]["label"]
+    job = f"job #{loss['job']}, " if loss["job"] else ""
+    when = loss["at"][:19].replace("T", " ") + " UTC"
+    seqs = ", ".join(map(str, ev["source_seqs"][:5]))
+    text = f"{q} is in source event(s) {seqs}. It was first dropped by {label} ({job}compactor {loss['compactor']}, {when})"
+    text += f"; {loss['previous_with_fact']} still had it." if loss["previous_with_fact"] else "."
+    consumed = (ev.get("manifest") or {}).get("summary") or {}
+    if loss["still_missing_in"]:
+        text += f" It is still missing in {', '.join(loss['still_missing_in'])}"
+        text += ", which the consumer read." if consumed.get("label") == loss["still_missing_in"][-1] else "."
+    elif consumed.get("label") == label:
+        text += f" The consumer read {label}."
+    manifest = ev.get("manifest") or {}
+    tail = (manifest.get("tail_from_seq"), manifest.get("tail_to_seq"))
+    if tail[0] and tail[1] and tail[1] >= tail[0]:
+        text += f" The consumed tail (events {tail[0]}–{tail[1]}) does not restore it."
+    else:
+        text += " There was no tail to restore it."
+    return text
+
+
 def reconstruct(artifact: Artifact, fact: str, *, regex: bool = False) -> tuple[str, dict[str, Any]]:
     """Verdict and evidence for ``fact`` missing from ``artifact`` (no writes)."""
     match = make_matcher(fact, regex=regex)
@@ -345,11 +425,18 @@ def reconstruct(artifact: Artifact, fact: str, *, regex: bool = False) -> tuple[
         range(len(per_trace)), key=lambda i: (RANK.index(Verdict(per_trace[i]["verdict"])), -i)
     )
     primary = per_trace[primary_index]
+    history = summary_history(artifact.workflow, match, traces[primary_index].at)
+    loss = None
+    if primary["verdict"] == Verdict.COMPACTION_OMISSION.value:
+        loss = first_loss(history, primary["source_seqs"], (primary.get("manifest") or {}).get("summary"))
+    if loss is not None:
+        primary = {**primary, "first_loss": loss, "restored_by_tail": primary["in_tail"]}
+        primary["explanation"] = _loss_story(_quote(fact, regex), primary)
     evidence = {
         "fact": fact,
         "regex": regex,
         **primary,
-        "summaries": summary_history(artifact.workflow, match, traces[primary_index].at),
+        "summaries": history,
         "other_traces": [
             {
                 "trace_id": p["trace"]["trace_id"],

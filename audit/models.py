@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from memoryhub.models import Artifact, Tenant, Workflow
+from memoryhub.models import Artifact, Summary, Tenant, Workflow
 from memoryhub.models.purgeable import WithPayloadManager, purged_marker
 
 TEXT_KEYS = "$text"  # chained_data key listing the data keys kept in the payload
@@ -186,3 +186,24 @@ class Investigation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.artifact_id} {self.fact!r}: {self.verdict}"
+
+
+class SummaryComment(models.Model):
+    """A reviewer's note on a summary version (who, when, text), so reviewers can discuss before
+    deciding. Written only by ``audit.review.add_comment``, which audits it (digest, not text)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="summary_comments")
+    summary = models.ForeignKey(Summary, on_delete=models.CASCADE, related_name="comments")
+    author = models.CharField(max_length=200)
+    text = models.TextField()
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [
+            # The summary page's comment thread: WHERE summary_id = … ORDER BY at, id.
+            models.Index(fields=["summary", "at"], name="audit_comment_summary_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.author} on {self.summary_id}: {self.text[:40]}"

@@ -1,9 +1,11 @@
-"""Review actions from the dashboard (approve, quarantine, reject, waive, release, rollback).
+"""Review actions from the dashboard (approve, activate, quarantine, reject, waive, release, rollback)
+and comments on a summary.
 
-A thin adapter over ``memoryhub.lifecycle``: it checks the form (a reason is always required,
-rollback needs the revision the reviewer saw, a waiver names checks) and calls the lifecycle
-service, which appends the LifecycleEvent and the AuditEntry in one transaction. Roles are the
-view's job: ``ActionSpec.role`` is the least role allowed.
+A thin adapter over ``memoryhub.lifecycle``: it reads the form (a reason is always required,
+activate/rollback/approve-and-activate carry the revision the reviewer saw, a waiver names
+checks) and calls the lifecycle service, which appends the LifecycleEvent and the AuditEntry in
+one transaction. Who may press which button is ``lifecycle.allowed_actions`` (the API asks the
+same rule); this module only adds labels and help texts.
 """
 
 from __future__ import annotations
@@ -11,25 +13,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
+
+from audit.models import SummaryComment
+from memoryhub import lifecycle
 from memoryhub.actors import Actor
 from memoryhub.errors import InvalidInput, NotFound
-from memoryhub.models import Role, Summary, Tenant, role_at_least
+from memoryhub.models import Summary, Tenant
 
-MAX_REASON = 2000
-# Allowed by the state machine but pointless as a button: a REJECTED version already serves nobody
-# (purges still quarantine such versions through the service).
-HIDDEN = frozenset({("quarantine", "REJECTED")})
+MAX_REASON = lifecycle.MAX_REASON
+MAX_COMMENT = 4000
 
 
 @dataclass(frozen=True)
 class ActionSpec:
     name: str
     label: str
-    role: str
     help: str
     danger: bool = False
     needs_revision: bool = False
     needs_checks: bool = False
+
+    @property
+    def role(self) -> str:
+        return lifecycle.ACTION_ROLES[self.name]
 
 
 ACTIONS: dict[str, ActionSpec] = {
@@ -37,61 +44,61 @@ ACTIONS: dict[str, ActionSpec] = {
     for spec in (
         ActionSpec(
             "approve",
-            "Approve",
-            Role.REVIEWER,
-            "Approve a validated version that awaits human approval.",
+            "Approve and activate",
+            "Approve this version and make it live at the revision you saw (compare-and-swap). If "
+            "another version went live meanwhile, the approval stands and Activate is offered.",
+            needs_revision=True,
         ),
         ActionSpec(
-            "quarantine",
-            "Quarantine",
-            Role.REVIEWER,
-            "Take the version out of service; if it is active, the pointer falls back to an older version.",
-            danger=True,
-        ),
-        ActionSpec(
-            "reject",
-            "Reject",
-            Role.REVIEWER,
-            "Reject the version: it can never become active.",
-            danger=True,
-        ),
-        ActionSpec(
-            "waive",
-            "Waive checks",
-            Role.REVIEWER,
-            "Accept named failed validation checks; the version becomes VALIDATED.",
-            needs_checks=True,
-        ),
-        ActionSpec(
-            "release",
-            "Release",
-            Role.ADMIN,
-            "Release a quarantined version back to the status its latest validation gives it.",
+            "activate",
+            "Activate",
+            "Make this validated version the active one (compare-and-swap on the active revision).",
+            needs_revision=True,
         ),
         ActionSpec(
             "rollback",
             "Roll back to this version",
-            Role.REVIEWER,
-            "Make this older version active again (compare-and-swap on the active revision).",
+            "Make this earlier active version active again (compare-and-swap on the active revision).",
             danger=True,
             needs_revision=True,
+        ),
+        ActionSpec(
+            "waive",
+            "Waive checks",
+            "Accept named failed validation checks; the version becomes VALIDATED.",
+            needs_checks=True,
+        ),
+        ActionSpec(
+            "reject",
+            "Reject",
+            "Reject the version: it can never become active.",
+            danger=True,
+        ),
+        ActionSpec(
+            "quarantine",
+            "Quarantine",
+            "Take the version out of service; if it is active, the pointer falls back to an older version.",
+            danger=True,
+        ),
+        ActionSpec(
+            "release",
+            "Release",
+            "Release a quarantined version back to the status its latest validation gives it.",
         ),
     )
 }
 
 
-def available_actions(summary: Summary, role: str | None, names: list[str] | None = None) -> list[ActionSpec]:
-    """The review actions ``role`` may take on ``summary`` in its current status (for buttons)."""
-    from memoryhub.lifecycle import ALLOWED_FROM  # the lifecycle service owns the state machine
-
-    return [
-        spec
-        for spec in ACTIONS.values()
-        if (names is None or spec.name in names)
-        and role_at_least(role, spec.role)
-        and summary.status in ALLOWED_FROM[spec.name]
-        and (spec.name, summary.status) not in HIDDEN
-    ]
+def available_actions(
+    summary: Summary,
+    role: str | None,
+    names: list[str] | None = None,
+    policy: lifecycle.ActionPolicy | None = None,
+) -> list[ActionSpec]:
+    """The review buttons ``role`` gets on ``summary`` now (``lifecycle.allowed_actions`` decides)."""
+    policy = policy if policy is not None else lifecycle.action_policy(summary)
+    allowed = lifecycle.allowed_actions(summary, role, policy)
+    return [ACTIONS[name] for name in allowed if name in ACTIONS and (names is None or name in names)]
 
 
 def get_summary(tenant: Tenant, summary_id: str) -> Summary:
@@ -102,24 +109,20 @@ def get_summary(tenant: Tenant, summary_id: str) -> Summary:
 
 
 def failed_checks(summary: Summary) -> list[str]:
-    """Names of failed checks in the latest validation record (what a waiver can name)."""
-    record = summary.validations.order_by("-created_at", "-id").first()
-    if record is None or not isinstance(record.checks, list):
-        return []
-    waived = set(record.waived_checks or [])
-    return [
-        c["name"]
-        for c in record.checks
-        if isinstance(c, dict) and not c.get("passed", True) and c.get("name") not in waived
-    ]
+    """Names of failed, unwaived checks in the latest validation record (what a waiver can name)."""
+    return lifecycle.failed_checks(lifecycle.latest_validation(summary))
 
 
-def clean_reason(reason: Any) -> str:
-    if not isinstance(reason, str) or not reason.strip():
-        raise InvalidInput("a reason is required for every review action", code="reason_required")
-    if len(reason) > MAX_REASON:
-        raise InvalidInput(f"the reason must be at most {MAX_REASON} characters", code="invalid_reason")
-    return reason.strip()
+def _revision(value: Any) -> int:
+    try:
+        revision = int(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(
+            "expected_revision (the active revision you saw) is required", code="invalid_revision"
+        )
+    if revision < 0:
+        raise InvalidInput("expected_revision must be a non-negative integer", code="invalid_revision")
+    return revision
 
 
 def run_action(
@@ -131,25 +134,29 @@ def run_action(
     expected_revision: Any = None,
     checks: list[str] | None = None,
 ) -> str:
-    """Run one review action through the lifecycle service; returns a one-line outcome for the UI."""
-    from memoryhub import lifecycle
+    """Run one review action through the lifecycle service; returns a one-line outcome for the UI.
 
+    Raises the service's error (400/409) when nothing was applied. Approve-and-activate whose
+    activation part was stale or refused returns normally (the approval stands) and says so.
+    """
     spec = ACTIONS[action]
-    reason = clean_reason(reason)
-    if spec.needs_revision:
-        try:
-            revision = int(expected_revision)
-        except (TypeError, ValueError):
-            raise InvalidInput(
-                "expected_revision (the active revision you saw) is required", code="invalid_revision"
-            )
-        if revision < 0:
-            raise InvalidInput("expected_revision must be a non-negative integer", code="invalid_revision")
-        result = lifecycle.rollback(summary, revision, actor, reason)
+    reason = lifecycle.clean_reason(reason)
+    if action == "approve":
+        result = lifecycle.approve_and_activate(summary, _revision(expected_revision), actor, reason)
+        if result.applied:
+            return f"{summary.label} approved and now ACTIVE (revision {result.active_revision})."
+        return (
+            f"{summary.label} approved, but not activated: {result.detail} "
+            f"Activate it at revision {result.active_revision} when ready."
+        )
+    if action in ("activate", "rollback"):
+        run = lifecycle.activate if action == "activate" else lifecycle.rollback
+        result = run(summary, _revision(expected_revision), actor, reason=reason)
         error = result.error()
         if error is not None:  # stale or refused: the attempt is recorded, nothing moved
             raise error
-    elif spec.needs_checks:
+        return f"{spec.label}: {summary.label} is now ACTIVE (revision {result.active_revision})."
+    if spec.needs_checks:
         names = [c for c in (checks or []) if c]
         if not names:
             raise InvalidInput("name at least one failed check to waive", code="invalid_checks")
@@ -158,3 +165,124 @@ def run_action(
         getattr(lifecycle, action)(summary, actor, reason)
     summary.refresh_from_db(fields=["status"])
     return f"{spec.label}: {summary.label} is now {summary.status}."
+
+
+# -- comments --------------------------------------------------------------------------------------
+
+
+def add_comment(summary: Summary, actor: Actor, text: Any) -> SummaryComment:
+    """A reviewer's comment on a summary (who, when, text), audited in the same transaction.
+
+    The text is held in the comment row, and the audit entry keeps its digest only, so a purge
+    of the summary's workflow can erase it (comments quote source material)."""
+    from audit.log import record
+    from memoryhub.canonical import hash_text
+
+    body = lifecycle.clean_reason(text, field="comment", limit=MAX_COMMENT)
+    with transaction.atomic():
+        comment = SummaryComment.objects.create(
+            tenant_id=summary.tenant_id, summary=summary, author=str(actor), text=body
+        )
+        record(
+            summary.tenant,
+            actor,
+            "summary.comment",
+            summary,
+            {
+                "workflow": summary.workflow.external_id,
+                "version": summary.version,
+                "comment": comment.pk,
+                "text_sha256": hash_text(body),
+                "chars": len(body),
+            },
+        )
+    return comment
+
+
+# -- review inbox ----------------------------------------------------------------------------------
+
+INBOX_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class InboxRow:
+    summary: Summary
+    why: str  # awaiting_approval | candidate | failed_checks | quarantined
+
+    @property
+    def why_label(self) -> str:
+        return {
+            "awaiting_approval": "awaiting approval",
+            "candidate": "candidate: not validated yet",
+            "failed_checks": "rejected: failed checks",
+            "quarantined": "quarantined",
+        }[self.why]
+
+
+def inbox_queryset(tenant_id: int):
+    """Summaries that wait for a reviewer: awaiting approval, candidates, rejected by failed
+    checks (the latest validation record failed), quarantined. Unpurged only."""
+    from django.db.models import OuterRef, Q, Subquery
+
+    from memoryhub.models import SummaryStatus as S
+    from memoryhub.models import ValidationRecord
+
+    latest_passed = Subquery(
+        ValidationRecord.objects.filter(summary=OuterRef("pk"))
+        .order_by("-created_at", "-id")
+        .values("passed")[:1]
+    )
+    base = Summary.objects.filter(tenant_id=tenant_id, purged_by__isnull=True)
+    awaiting = lifecycle.awaiting_approval(tenant_id).values("pk")
+    return base.annotate(latest_passed=latest_passed).filter(
+        Q(pk__in=awaiting)
+        | Q(status__in=[S.CANDIDATE, S.QUARANTINED])
+        | Q(status=S.REJECTED, latest_passed=False)
+    )
+
+
+def inbox_counts(tenant_id: int) -> dict[str, int]:
+    """How many wait, by reason, in one query (the nav badge and the overview card)."""
+    from django.db.models import Count, Q
+
+    from memoryhub.models import SummaryStatus as S
+
+    awaiting = lifecycle.awaiting_approval(tenant_id).values("pk")
+    return inbox_queryset(tenant_id).aggregate(
+        total=Count("pk"),
+        awaiting_approval=Count("pk", filter=Q(pk__in=awaiting)),
+        candidates=Count("pk", filter=Q(status=S.CANDIDATE)),
+        failed_checks=Count("pk", filter=Q(status=S.REJECTED)),
+        quarantined=Count("pk", filter=Q(status=S.QUARANTINED)),
+    )
+
+
+def inbox_count(tenant_id: int) -> int:
+    return inbox_queryset(tenant_id).count()
+
+
+def review_inbox(tenant_id: int, limit: int = INBOX_LIMIT) -> list[InboxRow]:
+    """The inbox rows, oldest first (by when the summary reached its current status)."""
+    from memoryhub.models import SummaryStatus as S
+
+    rows = list(
+        inbox_queryset(tenant_id)
+        .select_related("workflow")
+        .defer("content")
+        .order_by("status_changed_at", "id")[:limit]
+    )
+    awaiting = set(
+        lifecycle.awaiting_approval(tenant_id)
+        .filter(pk__in=[r.pk for r in rows])
+        .values_list("pk", flat=True)
+    )
+    why = {S.CANDIDATE: "candidate", S.QUARANTINED: "quarantined", S.REJECTED: "failed_checks"}
+    return [InboxRow(s, "awaiting_approval" if s.pk in awaiting else why[s.status]) for s in rows]
+
+
+def approve_and_activate_summary(summary: Summary, actor: Actor, reason: str):
+    """Approve ``summary`` and make it live at the workflow's current revision (scripts, demo)."""
+    from memoryhub.models import Workflow
+
+    revision = Workflow.objects.values_list("active_revision", flat=True).get(pk=summary.workflow_id)
+    return lifecycle.approve_and_activate(summary, revision, actor, reason)

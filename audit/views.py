@@ -188,24 +188,55 @@ def summary_diff(request: HttpRequest, summary_id: str) -> HttpResponse:
 
 # --- audit log ---------------------------------------------------------------------------------------
 
-AUDIT_FILTERS = ("action", "object_type", "object_id", "actor")
+AUDIT_FILTERS = ("action", "object", "actor", "since", "until", "object_type", "object_id")
 
 
-@login_required
-@require_GET
-def audit_log(request: HttpRequest) -> HttpResponse:
-    tenant, _ = page_tenant(request)
-    filters = {f: request.GET.get(f, "").strip() for f in AUDIT_FILTERS}
+def _moment(raw: str):
+    """A datetime-local / ISO value from the filter form (UTC), or None when empty or bad."""
+    from datetime import UTC, datetime
+
+    if not raw:
+        return None
+    try:
+        value = datetime.fromisoformat(raw)
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def filtered_entries(tenant, filters: dict[str, str]):
+    """The audit entries matching the page's filters (newest first).
+
+    ``object`` matches an object id exactly, or every entry about a workflow (its summaries,
+    jobs and traces carry the workflow's external id in their data)."""
+    from django.db.models import Q
+
     entries = AuditEntry.objects.filter(tenant=tenant).order_by("-seq")
     if filters["action"]:
         entries = entries.filter(action__startswith=filters["action"])
+    if filters["object"]:
+        entries = entries.filter(Q(object_id=filters["object"]) | Q(data__workflow=filters["object"]))
     if filters["object_type"]:
         entries = entries.filter(object_type=filters["object_type"])
     if filters["object_id"]:
         entries = entries.filter(object_id=filters["object_id"])
     if filters["actor"]:
         entries = entries.filter(actor__icontains=filters["actor"])
-    page = Paginator(entries, AUDIT_PER_PAGE).get_page(request.GET.get("page"))
+    if since := _moment(filters["since"]):
+        entries = entries.filter(at__gte=since)
+    if until := _moment(filters["until"]):
+        entries = entries.filter(at__lte=until)
+    return entries
+
+
+@login_required
+@require_GET
+def audit_log(request: HttpRequest) -> HttpResponse:
+    from audit.story import describe
+
+    tenant, _ = page_tenant(request)
+    filters = {f: request.GET.get(f, "").strip() for f in AUDIT_FILTERS}
+    page = Paginator(filtered_entries(tenant, filters), AUDIT_PER_PAGE).get_page(request.GET.get("page"))
     query = urlencode({k: v for k, v in filters.items() if v})
     actions = (
         AuditEntry.objects.filter(tenant=tenant)
@@ -218,6 +249,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         "audit/audit_log.html",
         {
             "page": page,
+            "rows": describe(tenant.pk, list(page.object_list)),
             "filters": filters,
             "query": query,
             "chain": _chain_status(tenant, force=request.GET.get("verify") == "1"),
@@ -303,7 +335,44 @@ def summary_action(request: HttpRequest, summary_id: str, action: str) -> HttpRe
     return redirect(next_url)
 
 
+@login_required
+@require_POST
+def summary_comment(request: HttpRequest, summary_id: str) -> HttpResponse:
+    """Add a comment to a summary's discussion (reviewer or above; audited)."""
+    from memoryhub.lifecycle import ACTION_ROLES
+
+    tenant, role = page_tenant(request)
+    try:
+        summary = review.get_summary(tenant, summary_id)
+    except NotFound as exc:
+        raise _not_found(exc)
+    _require_role(role, ACTION_ROLES["comment"])
+    url = reverse("memoryhub:summary-detail", args=[summary.summary_id])
+    try:
+        comment = review.add_comment(summary, Actor.from_request(request), request.POST.get("text"))
+    except DomainError as exc:
+        messages.error(request, exc.detail)
+        return redirect(f"{url}#comments")
+    messages.success(request, f"Comment added to {summary.label}.")
+    return redirect(f"{url}#comment-{comment.pk}")
+
+
+@login_required
+@require_GET
+def review_inbox(request: HttpRequest) -> HttpResponse:
+    """What waits for a reviewer, oldest first: approvals, candidates, failed checks, quarantines."""
+    tenant, role = page_tenant(request)
+    rows = review.review_inbox(tenant.pk)
+    return render(
+        request,
+        "audit/review_inbox.html",
+        {"rows": rows, "total": review.inbox_count(tenant.pk), "role": role, "limit": review.INBOX_LIMIT},
+    )
+
+
 urlpatterns = [
+    path("review/", review_inbox, name="review-inbox"),
+    path("summaries/<str:summary_id>/comments/", summary_comment, name="summary-comment"),
     path("artifacts/<str:artifact_id>/", artifact_detail, name="artifact-detail"),
     path("artifacts/<str:artifact_id>/investigate/", artifact_investigate, name="artifact-investigate"),
     path("traces/<int:trace_id>/replay/", trace_replay, name="trace-replay"),

@@ -152,14 +152,21 @@ class _PolicyView(TenantAPIView):
     def _save(self, wf: str | None, *, partial: bool) -> Response:
         workflow = self.scope(wf)
         row, spec = services.save_policy(
-            _tenant(self.request), body_object(self.request), self.actor(), workflow=workflow, partial=partial
+            _tenant(self.request),
+            body_object(self.request),
+            self.actor(),
+            workflow=workflow,
+            partial=partial,
+            role=getattr(self.request, "role", None),
         )
         source = services.SOURCE_WORKFLOW if workflow is not None else services.SOURCE_TENANT
         return Response(services.policy_payload(spec, source, row))
 
     def _delete(self, wf: str | None = None) -> Response:
         workflow = self.scope(wf)
-        services.delete_policy(_tenant(self.request), self.actor(), workflow=workflow)
+        services.delete_policy(
+            _tenant(self.request), self.actor(), workflow=workflow, role=getattr(self.request, "role", None)
+        )
         spec, source, row = services.effective_policy(_tenant(self.request), workflow)
         return Response(services.policy_payload(spec, source, row))
 

@@ -21,8 +21,17 @@ from django.db.models import F, Field, Q, QuerySet
 from django.utils import timezone
 
 from memoryhub.actors import Actor
-from memoryhub.errors import InvalidInput, NotFound
-from memoryhub.models import ConsumerTrace, Event, Summary, SummaryStatus, Tenant, Workflow
+from memoryhub.errors import Forbidden, InvalidInput, NotFound
+from memoryhub.models import (
+    ConsumerTrace,
+    Event,
+    Role,
+    Summary,
+    SummaryStatus,
+    Tenant,
+    Workflow,
+    role_at_least,
+)
 from memoryhub.quality_service import parse_estimate, record_trigger_estimate
 from memoryhub.tokens import known_encoding
 from memoryhub.workflows import get_workflow
@@ -191,6 +200,22 @@ def _storage_errors(spec: PolicySpec) -> list[tuple[str, str]]:
     return errors
 
 
+def check_not_weaker(
+    current: PolicySpec, proposed: PolicySpec, role: str | None, *, workflow: Workflow | None
+) -> None:
+    """Only an admin may lower a safeguard: the tenant default is admin-only, and a reviewer's
+    workflow override may make ``require_approval`` stricter, never switch it off."""
+    if role_at_least(role, Role.ADMIN):
+        return
+    if workflow is None:
+        raise Forbidden("changing the tenant default policy needs the admin role", code="forbidden")
+    if current.require_approval and not proposed.require_approval:
+        raise Forbidden(
+            "require_approval is on for this workflow; only an admin may switch it off",
+            code="approval_policy_admin_only",
+        )
+
+
 def save_policy(
     tenant: Tenant,
     data: Any,
@@ -198,16 +223,20 @@ def save_policy(
     *,
     workflow: Workflow | None = None,
     partial: bool = False,
+    role: str | None = Role.ADMIN,
 ) -> tuple[ContextPolicy, PolicySpec]:
     """Create or replace the tenant default (workflow None) or a workflow's override.
 
     ``partial`` merges ``data`` onto the policy currently in effect (PATCH); otherwise missing
-    fields take the defaults (PUT). Nothing is written when any field is invalid.
+    fields take the defaults (PUT). Nothing is written when any field is invalid, or when a
+    non-admin ``role`` would lower a safeguard (see ``check_not_weaker``).
     """
     from audit.log import record
 
-    base = effective_policy(tenant, workflow)[0] if partial else None
+    current = effective_policy(tenant, workflow)[0]
+    base = current if partial else None
     spec = parse_policy(data, base=base)
+    check_not_weaker(current, spec, role, workflow=workflow)
     values = {name: getattr(spec, name) for name in POLICY_FIELDS}
     values["min_interval_seconds"] = int(values["min_interval_seconds"])
     values["strategies"] = spec.to_dict()["strategies"]
@@ -231,9 +260,16 @@ def save_policy(
     return row, spec
 
 
-def delete_policy(tenant: Tenant, actor: Actor, *, workflow: Workflow | None = None) -> bool:
-    """Remove an override (or the tenant default); the next level up applies again."""
+def delete_policy(
+    tenant: Tenant, actor: Actor, *, workflow: Workflow | None = None, role: str | None = Role.ADMIN
+) -> bool:
+    """Remove an override (or the tenant default); the next level up applies again (a non-admin
+    may not remove an override whose removal lowers a safeguard)."""
     from audit.log import record
+
+    if workflow is not None:
+        after = effective_policy(tenant)[0]
+        check_not_weaker(effective_policy(tenant, workflow)[0], after, role, workflow=workflow)
 
     with transaction.atomic():
         deleted, _ = ContextPolicy.objects.filter(tenant=tenant, workflow=workflow).delete()

@@ -17,7 +17,7 @@ from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
 from memoryhub.actors import Actor
-from memoryhub.errors import InvalidInput
+from memoryhub.errors import Forbidden, InvalidInput
 from memoryhub.models import Role, Workflow, role_at_least
 from memoryhub.observed import threshold_in_force
 from memoryhub.views.base import page_tenant, page_workflow
@@ -40,15 +40,20 @@ def _policy_page(request: HttpRequest, *, workflow: Workflow | None) -> HttpResp
             raise PermissionDenied(f"Changing this policy needs the {needed} role.")
         actor = Actor.from_request(request)
         if request.POST.get("action") == "reset":
-            services.delete_policy(tenant, actor, workflow=workflow)
+            try:
+                services.delete_policy(tenant, actor, workflow=workflow, role=role)
+            except Forbidden as exc:
+                raise PermissionDenied(exc.detail)
             messages.success(request, "Override removed; the next level's policy applies again.")
             return redirect(request.path)
         form = PolicyForm(request.POST)
         if form.is_valid():
             try:
-                services.save_policy(tenant, form.to_policy(), actor, workflow=workflow)
+                services.save_policy(tenant, form.to_policy(), actor, workflow=workflow, role=role)
             except InvalidInput as exc:
                 form.add_policy_errors(exc)
+            except Forbidden as exc:
+                form.add_error("require_approval", exc.detail)
             else:
                 messages.success(request, "Policy saved.")
                 return redirect(request.path)

@@ -33,3 +33,15 @@ def when(value) -> str:
             value = value.astimezone(UTC)
         return value.strftime("%Y-%m-%d %H:%M:%S UTC")
     return str(value)
+
+
+@register.inclusion_tag("audit/partials/nav_review.html", takes_context=True)
+def review_nav(context):
+    """Nav items with counts: the review inbox, and firing alerts (two small queries per page)."""
+    from audit.review import inbox_count
+    from memoryhub.alerting.firing import firing_rules
+
+    tenant = context.get("current_tenant")
+    if tenant is None:
+        return {"tenant": None}
+    return {"tenant": tenant, "inbox": inbox_count(tenant.pk), "firing": firing_rules(tenant).count()}

@@ -306,9 +306,17 @@ def _activation_response(result: lifecycle.ActivationResult) -> Response:
 
 
 class _Action(TenantAPIView):
-    """Base of POST summaries/{summary_id}/<action>/ (reviewer or above unless overridden)."""
+    """Base of POST summaries/{summary_id}/<action>/; the least role comes from
+    ``lifecycle.ACTION_ROLES`` (the rule the pages' buttons use too)."""
 
-    write_role = Role.REVIEWER
+    lifecycle_action = ""
+    write_role: str = Role.REVIEWER
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.lifecycle_action:
+            cls.write_role = lifecycle.ACTION_ROLES[cls.lifecycle_action]
+
     throttle_classes = [ReviewThrottle]
     throttle_scope = "review"
 
@@ -318,6 +326,8 @@ class _Action(TenantAPIView):
 
 class ValidateView(_Action):
     """Run the validator: CANDIDATE → VALIDATED or REJECTED (a new ValidationRecord)."""
+
+    lifecycle_action = "validate"
 
     @extend_schema(
         request=None, responses={200: StateSerializer, 404: ErrorSerializer, 409: ConflictSerializer}
@@ -330,6 +340,8 @@ class ValidateView(_Action):
 
 class ActivateView(_Action):
     """Compare-and-swap activation: applies only if active_revision == expected_revision."""
+
+    lifecycle_action = "activate"
 
     @extend_schema(
         request=RevisionSerializer,
@@ -350,7 +362,10 @@ class ActivateView(_Action):
 
 
 class RollbackView(_Action):
-    """Reviewer re-activates an older SUPERSEDED/VALIDATED version by compare-and-swap (reason required)."""
+    """Reviewer re-activates a SUPERSEDED version (one that was active before) by compare-and-swap;
+    a reason is required and the approval rule of activate applies."""
+
+    lifecycle_action = "rollback"
 
     @extend_schema(
         request=RollbackSerializer,
@@ -368,7 +383,7 @@ class RollbackView(_Action):
         return _activation_response(result)
 
 
-def _review_view(name: str, func, *, role: str = Role.REVIEWER, doc: str = "") -> type[_Action]:
+def _review_view(name: str, func, *, doc: str = "") -> type[_Action]:
     """One POST view per review action taking {"reason"}."""
 
     @extend_schema(
@@ -387,12 +402,49 @@ def _review_view(name: str, func, *, role: str = Role.REVIEWER, doc: str = "") -
         summary = func(self.summary(summary_id), self.actor(), data.get("reason"))
         return Response(_state(summary))
 
-    return type(f"{name.title()}View", (_Action,), {"post": post, "write_role": role, "__doc__": doc})
+    return type(f"{name.title()}View", (_Action,), {"post": post, "lifecycle_action": name, "__doc__": doc})
 
 
-ApproveView = _review_view(
-    "approve", lifecycle.approve, doc="Reviewer approval (needed when require_approval)."
+ApproveRequestSerializer = inline_serializer(
+    "ApproveRequest",
+    {
+        "reason": serializers.CharField(),
+        "activate": serializers.BooleanField(required=False, default=False),
+        "expected_revision": serializers.IntegerField(min_value=0, required=False),
+    },
 )
+
+
+class ApproveView(_Action):
+    """Reviewer approval (needed when require_approval). With ``"activate": true`` and the
+    ``expected_revision`` seen, the summary also goes live in the same transaction."""
+
+    lifecycle_action = "approve"
+
+    @extend_schema(
+        request=ApproveRequestSerializer,
+        responses={
+            200: StateSerializer,
+            400: ErrorSerializer,
+            403: ErrorSerializer,
+            404: ErrorSerializer,
+            409: ConflictSerializer,
+        },
+    )
+    def post(self, request, summary_id: str):
+        data = body_object(request)
+        go_live = data.get("activate", False)
+        if not isinstance(go_live, bool):
+            raise InvalidInput("'activate' must be true or false", code="invalid_body")
+        summary = self.summary(summary_id)
+        if not go_live:
+            return Response(_state(lifecycle.approve(summary, self.actor(), data.get("reason"))))
+        result = lifecycle.approve_and_activate(
+            summary, _expected_revision(data), self.actor(), data.get("reason")
+        )
+        return _activation_response(result)
+
+
 RejectView = _review_view(
     "reject", lifecycle.reject, doc="Reviewer rejects a CANDIDATE or VALIDATED summary."
 )
@@ -402,13 +454,14 @@ QuarantineView = _review_view(
 ReleaseView = _review_view(
     "release",
     lifecycle.release,
-    role=Role.ADMIN,
     doc="Admin releases a QUARANTINED summary (reason required).",
 )
 
 
 class WaiveView(_Action):
     """Reviewer waives named failed checks of a REJECTED summary (reason required)."""
+
+    lifecycle_action = "waive"
 
     @extend_schema(
         request=WaiveSerializer,
@@ -424,6 +477,51 @@ class WaiveView(_Action):
         return Response(_state(summary, validation=validation_dict(latest) if latest else None))
 
 
+class CommentSerializer(serializers.Serializer):
+    """One comment on a summary (documentation; the view builds the dict)."""
+
+    id = serializers.IntegerField()
+    summary_id = serializers.CharField()
+    author = serializers.CharField()
+    text = serializers.CharField()
+    at = serializers.DateTimeField()
+
+
+def _comment(comment: Any) -> dict[str, Any]:
+    return {
+        "id": comment.pk,
+        "summary_id": comment.summary.summary_id,
+        "author": comment.author,
+        "text": comment.text,
+        "at": comment.at,
+    }
+
+
+class SummaryComments(_Action):
+    """A summary's discussion: GET lists the comments (oldest first); POST {"text"} adds one
+    (reviewer or above; audited)."""
+
+    lifecycle_action = "comment"
+
+    @extend_schema(responses={200: CommentSerializer(many=True), 404: ErrorSerializer})
+    def get(self, request, summary_id: str):
+        summary = self.summary(summary_id)
+        return Response(
+            [_comment(c) for c in summary.comments.select_related("summary").order_by("at", "id")]
+        )
+
+    @extend_schema(
+        request=inline_serializer("CommentRequest", {"text": serializers.CharField()}),
+        responses={201: CommentSerializer, 400: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
+    )
+    def post(self, request, summary_id: str):
+        from audit.review import add_comment  # the review service (audit app) owns comments
+
+        data = body_object(request)
+        comment = add_comment(self.summary(summary_id), self.actor(), data.get("text"))
+        return Response(_comment(comment), status=status.HTTP_201_CREATED)
+
+
 SID = "<str:summary_id>"
 urlpatterns = [
     path(f"workflows/{WF}/summaries/", WorkflowSummaries.as_view(), name="workflow-summaries"),
@@ -437,4 +535,5 @@ urlpatterns = [
     path(f"summaries/{SID}/quarantine/", QuarantineView.as_view(), name="summary-quarantine"),
     path(f"summaries/{SID}/release/", ReleaseView.as_view(), name="summary-release"),
     path(f"summaries/{SID}/waive/", WaiveView.as_view(), name="summary-waive"),
+    path(f"summaries/{SID}/comments/", SummaryComments.as_view(), name="summary-comments"),
 ]

@@ -59,6 +59,7 @@ class LoadReport:
     stale_attempt: str = ""  # how the late activation ended
     investigation: dict[str, Any] | None = None
     backdated: bool = False
+    review: dict[str, Any] = field(default_factory=dict)  # awaiting summary, comments, firing alert
 
 
 def is_loaded() -> bool:
@@ -142,6 +143,7 @@ def load(out: Out = print, *, backdate: bool = True, rollups: bool = False) -> L
         _load_observed_sources(out, agents)
     _write_api_key(out, key_secret)
     report.investigation = _investigate(out)
+    report.review = _review_story(out)
     if rollups:
         _backfill_rollups(out, clock)
     return report
@@ -496,6 +498,97 @@ def _investigate(out: Out) -> dict[str, Any] | None:
         f"(source seqs {seqs})"
     )
     return result
+
+
+REVIEW_WORKFLOW = {"external_id": "api-tests-43", "name": "API test generation (next release)"}
+REVIEW_COMMENTS = [
+    (
+        scenario.WORKFLOW_ID,
+        3,
+        "S3 is what T57 was generated from, and it has no 401 Unauthorized rule. See the T57 investigation.",
+    ),
+    (
+        REVIEW_WORKFLOW["external_id"],
+        2,
+        "Before approving: does S2 keep the 401 Unauthorized requirement that api-tests-42 lost?",
+    ),
+]
+DEMO_ALERT = {
+    "name": "Active summary older than a day",
+    "metric": "active_summary_age_seconds",
+    "aggregation": "max",
+    "comparator": "gt",
+    "warning_threshold": 6 * 3600,
+    "critical_threshold": 24 * 3600,
+    "window_minutes": 60,
+    "interval_seconds": 300,
+}
+
+
+def _compact_now(workflow: Workflow, actor: Actor, task_id: str) -> Any:
+    """Request a compaction and run it with the worker's own function, in this process."""
+    from memoryhub.compaction.jobs import request_compaction, run_job
+
+    with transaction.atomic():
+        job, _ = request_compaction(workflow, actor=actor)
+    run_job(job.pk, task_id)
+    job.refresh_from_db()
+    return job
+
+
+def _review_story(out: Out) -> dict[str, Any]:
+    """The next release's workflow runs under ``require_approval``: its first compaction was
+    approved and went live, its second is VALIDATED and awaiting approval (in the review inbox);
+    the reviewer discusses it in comments; an alert on the active summary's age fires. All
+    through the services, at the present."""
+    from audit.review import add_comment, approve_and_activate_summary, inbox_count
+    from memoryhub.alerting.evaluate import evaluate_rule
+    from memoryhub.alerting.services import create_rule
+    from memoryhub.models import Event, Summary
+    from memoryhub.workflows import create_workflow
+    from triggers.services import save_policy
+
+    tenant = Tenant.objects.get(slug=scenario.TENANT_SLUG)
+    source = Workflow.objects.get(tenant=tenant, external_id=scenario.WORKFLOW_ID)
+    admin, reviewer = Actor.user(scenario.DEMO_USERNAME), Actor.user(scenario.REVIEWER_USERNAME)
+    with transaction.atomic():
+        workflow, _ = create_workflow(
+            tenant, REVIEW_WORKFLOW["external_id"], name=REVIEW_WORKFLOW["name"], actor=admin
+        )
+    save_policy(tenant, {"require_approval": True}, admin, workflow=workflow, partial=True, role=Role.ADMIN)
+    rows = [
+        {
+            "kind": e.kind,
+            "content": e.content,
+            "agent": e.agent,
+            "role": e.role,
+            "facts": e.facts,
+            "refs": e.refs,
+            "tool_call_id": e.tool_call_id,
+            "side_effect": e.side_effect,
+        }
+        for e in Event.objects.filter(workflow=source, seq__lte=80).order_by("seq")
+    ]
+    head = _append(workflow, rows[:40], 0)
+    first = _compact_now(workflow, admin, "load_demo-review-1")
+    approve_and_activate_summary(first.summary, reviewer, "Read against events 1-40: requirements intact.")
+    _append(workflow, rows[40:], head)
+    second = _compact_now(workflow, admin, "load_demo-review-2")
+    out(
+        f"  workflow acme/{workflow.external_id} (require_approval): S1 approved and live, "
+        f"S2 {second.summary.status.lower()} ({second.outcome})"
+    )
+    for external_id, version, text in REVIEW_COMMENTS:
+        summary = Summary.objects.filter(
+            workflow__tenant=tenant, workflow__external_id=external_id, version=version
+        )
+        if summary.exists():
+            add_comment(summary.get(), reviewer, text)
+    rule = create_rule(tenant, dict(DEMO_ALERT), admin)
+    state = evaluate_rule(rule).evaluation.state
+    waiting = inbox_count(tenant.pk)
+    out(f"  review inbox: {waiting} waiting; alert {rule.name!r}: {state}")
+    return {"awaiting": second.summary.summary_id, "inbox": waiting, "alert_state": str(state)}
 
 
 # --- live steps (after the worker is up) ------------------------------------------------------------

@@ -25,6 +25,7 @@ from django.views.decorators.http import require_GET, require_POST
 from memoryhub.actors import Actor
 from memoryhub.alerting import prometheus, services
 from memoryhub.alerting.figures import rule_history_figure
+from memoryhub.alerting.firing import delivery_summary
 from memoryhub.errors import InvalidInput
 from memoryhub.metrics import METRICS
 from memoryhub.models import (
@@ -179,7 +180,14 @@ def index(request: HttpRequest) -> HttpResponse:
         .order_by("name", "pk")
     )
     channels = Channel.objects.filter(tenant=tenant).order_by("name", "pk")
-    flips = AlertEvent.objects.filter(tenant=tenant).select_related("rule").order_by("-at", "-id")[:20]
+    flips = list(
+        AlertEvent.objects.filter(tenant=tenant)
+        .select_related("rule")
+        .prefetch_related("notifications")
+        .order_by("-at", "-id")[:20]
+    )
+    for flip in flips:
+        flip.delivery = delivery_summary(flip)  # type: ignore[attr-defined]
     return render(
         request,
         "memoryhub/alerts/index.html",
@@ -203,9 +211,13 @@ def rule_detail(request: HttpRequest, pk: int) -> HttpResponse:
     since = timezone.now() - timedelta(hours=hours_int)
     # Newest points if there are more than the chart can show; drawn oldest first.
     history = list(rule.evaluations.filter(at__gte=since).order_by("-at", "-id")[:MAX_CHART_POINTS])[::-1]
-    flips = rule.events.order_by("-at", "-id").prefetch_related(
-        Prefetch("notifications", Notification.objects.select_related("channel"))
-    )[:20]
+    flips = list(
+        rule.events.order_by("-at", "-id").prefetch_related(
+            Prefetch("notifications", Notification.objects.select_related("channel"))
+        )[:20]
+    )
+    for flip in flips:
+        flip.delivery = delivery_summary(flip)  # type: ignore[attr-defined]
     return render(
         request,
         "memoryhub/alerts/rule_detail.html",

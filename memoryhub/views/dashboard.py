@@ -33,6 +33,8 @@ from django.utils import timezone
 from django.utils.http import urlencode
 
 from memoryhub import figures, metrics
+from memoryhub import lifecycle as lifecycle_rules
+from memoryhub.alerting.firing import firing
 from memoryhub.models import (
     Artifact,
     CompactionJob,
@@ -47,6 +49,7 @@ from memoryhub.models import (
     ValidationRecord,
     Workflow,
     WorkflowSource,
+    role_at_least,
 )
 from memoryhub.models.workflows import EventKind
 from memoryhub.views.base import EVENTS_PER_PAGE, page_tenant, page_workflow
@@ -234,19 +237,10 @@ def overview_numbers(
         oldest_activation=Min("activated_at", filter=Q(active_summary__isnull=False)),
         over_budget=Count("pk", filter=Q(tail_tokens__gt=budget - F("summary_tokens"))),
     )
-    # Only the review queue's rows, through the (tenant, status, created_at) index: the count does
-    # not read the tenant's whole summary history.
-    queued = dict(
-        Summary.objects.filter(tenant=tenant, status__in=[SummaryStatus.CANDIDATE, SummaryStatus.QUARANTINED])
-        .values("status")
-        .annotate(n=Count("pk"))
-        .order_by()
-        .values_list("status", "n")
-    )
-    review = {
-        "candidates": queued.get(SummaryStatus.CANDIDATE, 0),
-        "quarantined": queued.get(SummaryStatus.QUARANTINED, 0),
-    }
+    # The review inbox's counts in one statement (audit.review owns what waits for a reviewer).
+    from audit.review import inbox_counts
+
+    review = inbox_counts(tenant.pk)
     return {
         "state": state,
         "review": review,
@@ -715,6 +709,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     series = overview_series(ctx["tenant"], ctx["window"], ctx["now"])
     ctx.update(overview_numbers(ctx["tenant"], ctx["window"], ctx["now"], budget, series))
     ctx["charts"] = overview_charts(ctx["tenant"], ctx["window"], ctx["now"], budget, series)
+    ctx["firing"] = firing(ctx["tenant"], ctx["now"])
     ctx["needs_plotly"] = True
     return render(request, "memoryhub/overview.html", ctx)
 
@@ -878,7 +873,25 @@ def _keyset(
         qs = qs.filter(Q(**{f"{f}__{op}": value}) | Q(**{f: value, f"id__{op}": pk}))
     order = (f"-{f}", "-id") if downwards else (f, "id")
     rows = list(annotate_rows(qs).order_by(*order)[: WORKFLOWS_PER_PAGE + 1])
+    mark_awaiting_approval(rows)
     return rows if forward else rows[:WORKFLOWS_PER_PAGE][::-1] + rows[WORKFLOWS_PER_PAGE:]
+
+
+def mark_awaiting_approval(workflows: list[Workflow]) -> None:
+    """Set ``awaiting_versions`` (the versions waiting for an approval) on each row, in one query."""
+    if not workflows:
+        return
+    waiting: dict[int, list[int]] = {}
+    rows = (
+        lifecycle_rules.awaiting_approval(workflows[0].tenant_id)
+        .filter(workflow_id__in=[w.pk for w in workflows])
+        .order_by("version")
+        .values_list("workflow_id", "version")
+    )
+    for workflow_id, version in rows:
+        waiting.setdefault(workflow_id, []).append(version)
+    for wf in workflows:
+        wf.awaiting_versions = waiting.get(wf.pk, [])  # type: ignore[attr-defined]
 
 
 def workflow_page(qs: QuerySet[Workflow], sort_key: str, cursor: str | None) -> WorkflowPage:
@@ -1169,6 +1182,13 @@ def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
         page_no = (seq - 1) // EVENTS_PER_PAGE + 1
     lean = ("content",)
     summaries = list(workflow.summaries.defer(*lean).order_by("-version")[:RECENT_ROWS])
+    waiting = set(
+        lifecycle_rules.awaiting_approval(workflow.tenant_id)
+        .filter(workflow=workflow)
+        .values_list("pk", flat=True)
+    )
+    for s in summaries:
+        s.awaiting_approval = s.pk in waiting  # type: ignore[attr-defined]
     lifecycle = list(
         workflow.lifecycle_events.select_related("summary", "prior_active_summary")
         .defer("summary__content", "prior_active_summary__content")
@@ -1209,6 +1229,7 @@ def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
             "curve_json": figures.to_json(curve),
             "curve_points": figures.point_count(curve),
             "summaries": summaries,
+            "awaiting": [s for s in summaries if s.pk in waiting],
             "lifecycle": lifecycle,
             "results": {r: results.get(r, 0) for r in LifecycleResult.values},
             "traces": traces,
@@ -1230,38 +1251,24 @@ def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
 DIFF_TEMPLATE = "audit/partials/diff.html"
 
 
-def available_actions(
-    summary: Summary, workflow: Workflow, role: str | None, failed_checks: list[str]
-) -> list[dict[str, Any]]:
-    """Review buttons for this role and status (audit.review decides which; viewers get none).
-
-    Each posts a reason (and the revision seen, or the checks waived) to audit's
-    ``memoryhub:summary-action`` view, which runs it through memoryhub.lifecycle.
-    """
+def available_actions(summary: Summary, role: str | None, policy: Any) -> list[dict[str, Any]]:
+    """Review buttons for this role, status and policy (``lifecycle.allowed_actions`` decides,
+    through audit.review which adds labels). Each posts a reason (and the revision seen, or the
+    checks waived) to audit's ``memoryhub:summary-action`` view."""
     from audit.review import available_actions as allowed
 
-    actions = []
-    for spec in allowed(summary, role):
-        if spec.needs_checks and not failed_checks:
-            continue
-        if spec.needs_revision and (
-            workflow.active_summary is None
-            or workflow.active_summary_id == summary.pk
-            or summary.covers_to_seq >= workflow.active_summary.covers_to_seq
-        ):
-            continue  # a rollback goes back to a version older than the active one
-        actions.append(
-            {
-                "action": spec.name,
-                "label": spec.label,
-                "help": spec.help,
-                "style": "danger" if spec.danger else "primary",
-                "needs_revision": spec.needs_revision,
-                "needs_checks": spec.needs_checks,
-                "url": reverse("memoryhub:summary-action", args=[summary.summary_id, spec.name]),
-            }
-        )
-    return actions
+    return [
+        {
+            "action": spec.name,
+            "label": spec.label,
+            "help": spec.help,
+            "style": "danger" if spec.danger else "primary",
+            "needs_revision": spec.needs_revision,
+            "needs_checks": spec.needs_checks,
+            "url": reverse("memoryhub:summary-action", args=[summary.summary_id, spec.name]),
+        }
+        for spec in allowed(summary, role, policy=policy)
+    ]
 
 
 def _summary_content(summary: Summary) -> dict[str, Any]:
@@ -1312,15 +1319,22 @@ def summary_detail(request: HttpRequest, summary_id: str) -> HttpResponse:
     summary, role = _summary_for(request, summary_id)
     workflow = summary.workflow
     if request.GET.get("fragment") == "status":
+        awaiting = lifecycle_rules.action_policy(summary, workflow).awaiting_approval(summary)
         return render(
-            request, "memoryhub/partials/summary_status.html", {"summary": summary, "workflow": workflow}
+            request,
+            "memoryhub/partials/summary_status.html",
+            {"summary": summary, "workflow": workflow, "awaiting_approval": awaiting},
         )
     content = _summary_content(summary)
     validations = list(summary.validations.order_by("-created_at", "-id"))
     latest = validations[0] if validations else None
-    waived = {c for v in validations for c in (v.waived_checks or [])}
-    checks = [{**c, "waived": c.get("name") in waived} for c in ((latest.checks or []) if latest else [])]
-    failed = [c["name"] for c in checks if not c.get("passed") and not c["waived"] and c.get("name")]
+    policy = lifecycle_rules.action_policy(summary, workflow, latest=latest)
+    failed = list(policy.failed_checks)
+    checks = [
+        {**c, "waived": bool(c.get("name")) and not c.get("passed") and c.get("name") not in failed}
+        for c in ((latest.checks or []) if latest else [])
+        if isinstance(c, dict)
+    ]
     seqs = sorted(
         {s for f in content.get("facts", []) for s in f.get("source_seqs", []) if isinstance(s, int)}
     )
@@ -1348,7 +1362,8 @@ def summary_detail(request: HttpRequest, summary_id: str) -> HttpResponse:
     traces = list(summary.traces.order_by("-at", "-id")[:RECENT_ROWS])
     trace_total = summary.traces.count()
     diff = _diff(previous, summary)
-    actions = available_actions(summary, workflow, role, failed)
+    actions = available_actions(summary, role, policy)
+    comments = list(summary.comments.order_by("at", "id"))
     return render(
         request,
         "memoryhub/summary_detail.html",
@@ -1367,6 +1382,11 @@ def summary_detail(request: HttpRequest, summary_id: str) -> HttpResponse:
             "traces": traces,
             "trace_total": trace_total,
             "actions": actions,
+            "policy": policy,
+            "status_label": lifecycle_rules.status_label(summary, policy),
+            "awaiting_approval": policy.awaiting_approval(summary),
+            "comments": comments,
+            "can_comment": role_at_least(role, lifecycle_rules.ACTION_ROLES["comment"]),
             "diff_template": _diff_template() if diff is not None else None,
             "role": role,
             "events_per_page": EVENTS_PER_PAGE,

@@ -29,7 +29,7 @@ def demo(db, tmp_path, settings):
     return tenant, artifact, versions
 
 
-def test_investigating_401_on_t57_is_a_compaction_omission_by_s3(demo):
+def test_investigating_401_on_t57_names_s2_as_the_first_loss(demo):
     tenant, artifact, versions = demo
     s3 = versions[3]
     assert (s3.compactor_version, s3.covers_to_seq) == ("c2", 220)
@@ -52,7 +52,19 @@ def test_investigating_401_on_t57_is_a_compaction_omission_by_s3(demo):
         ("S2", False),
         ("S3", False),
     ]
-    assert "S3" in ev["explanation"] and "event(s) 7" in ev["explanation"]
+    # The first loss is named: S2 (its job, compactor c2, when), still missing in S3, and the
+    # tail does not restore it — S3 is not blamed for what S2 dropped.
+    s2 = versions[2]
+    loss = ev["first_loss"]
+    assert loss["summary"]["label"] == "S2" and loss["summary"]["summary_id"] == s2.summary_id
+    assert loss["job"] == s2.job_id and loss["job"] is not None
+    assert loss["compactor"].endswith("c2") and loss["at"] == s2.created_at.isoformat()
+    assert loss["previous_with_fact"] == "S1" and loss["still_missing_in"] == ["S3"]
+    assert ev["restored_by_tail"] is False
+    story = ev["explanation"]
+    assert f"first dropped by S2 (job #{s2.job_id}, compactor {loss['compactor']}" in story
+    assert "S1 still had it" in story and "still missing in S3, which the consumer read" in story
+    assert "events 221–240) does not restore it" in story and "event(s) 7" in story
 
 
 def test_t57_lineage_replay_and_chain(demo):

@@ -31,7 +31,8 @@ def test_incident_is_a_compaction_omission_with_the_source_seq(incident):
         ("S3", False),
     ]
     assert inv.elapsed_ms > 0
-    assert "event(s) 7" in ev["explanation"] and "S3" in ev["explanation"]
+    assert ev["first_loss"]["summary"]["label"] == "S2" and ev["first_loss"]["still_missing_in"] == ["S3"]
+    assert "first dropped by S2" in ev["explanation"] and "still missing in S3" in ev["explanation"]
     # Evidence keeps seqs and hashes, never event text (a purge must not leave copies behind).
     assert "WWW-Authenticate" not in str(ev)
 
@@ -225,3 +226,39 @@ def test_page_viewer_cannot_investigate_and_csrf_is_enforced(incident, carol, bo
     )
     assert bob.web.post("/artifacts/T57/investigate/", {"fact": "401"}).status_code == 403  # no CSRF token
     assert Investigation.objects.count() == 0
+
+
+def _version(n: int, has: bool, status: str = "SUPERSEDED", covers_to: int | None = None) -> dict:
+    return {
+        "version": n,
+        "label": f"S{n}",
+        "summary_id": f"s{n}",
+        "covers_from_seq": 1,
+        "covers_to_seq": covers_to or 10 * n,
+        "contains_fact": has,
+        "available": True,
+        "status": status,
+    }
+
+
+def test_first_loss_is_the_start_of_the_loss_still_running_at_the_consumed_version():
+    from audit.investigate import loss_start
+
+    history = [
+        _version(1, True),
+        _version(2, False),  # lost …
+        _version(3, True),  # … restored
+        _version(4, False, "REJECTED"),  # never served anyone: not a loss
+        _version(5, False),  # lost again: the first loss
+        _version(6, False, "ACTIVE"),  # still missing (consumed)
+    ]
+    start, still = loss_start(history, [5], history[5])
+    assert start["label"] == "S5" and still == ["S6"]
+    start, still = loss_start(history, [5], history[2])  # consumed S3, which has it
+    assert start is None and still == []
+    start, still = loss_start(history, [5], history[1])
+    assert start["label"] == "S2" and still == []
+    # A version whose coverage does not reach the matching event cannot have dropped it.
+    start, _ = loss_start([_version(1, False, covers_to=3), _version(2, False)], [5], {"version": 2})
+    assert start["label"] == "S2"
+    assert loss_start(history, [5], None) == (None, [])

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from audit.models import AuditEntry
+from audit.models import AuditEntry, SummaryComment
 from audit.review import available_actions
 from memoryhub import lifecycle
 from memoryhub.models import LifecycleEvent, Summary
 from tests.audit.conftest import BUG_FIXED, REVIEWER, SCOPE, T49, summarize
+from triggers.models import ContextPolicy
 
 
 def url(summary, action: str) -> str:
@@ -108,12 +109,53 @@ def test_reject_approve_and_waive(incident, bob):
     candidate.refresh_from_db()
     assert candidate.status == "VALIDATED"
     assert candidate.validations.order_by("-id").first().waived_checks == ["token_budget"]
-    assert post(bob, candidate, "approve", reason="read it against the source").status_code == 302
     assert post(bob, candidate, "reject", reason="changed my mind").status_code == 302
     candidate.refresh_from_db()
     assert candidate.status == "REJECTED"
-    assert [a for a, _ in history(candidate)] == ["validate", "waive", "approve", "reject"]
-    assert audit_actions(wf.tenant)[-3:] == ["summary.waive", "summary.approve", "summary.reject"]
+    assert [a for a, _ in history(candidate)] == ["validate", "waive", "reject"]
+    assert audit_actions(wf.tenant)[-2:] == ["summary.waive", "summary.reject"]
+
+
+def test_approve_makes_the_summary_live_in_the_same_action(incident, bob):
+    """Approve carries the revision the reviewer saw: approved and ACTIVE in one transaction."""
+    wf = incident.workflow
+    ContextPolicy.objects.create(tenant=wf.tenant, workflow=wf, require_approval=True)
+    candidate = over_budget(wf)
+    lifecycle.waive(candidate, ["token_budget"], REVIEWER, "budget too tight")
+    candidate.refresh_from_db()
+    assert [s.name for s in available_actions(candidate, bob.role)] == ["approve", "reject", "quarantine"]
+    assert post(bob, candidate, "approve", reason="read it").status_code == 400  # no revision: nothing
+    assert [a for a, _ in history(candidate)][-1] == "waive"
+    revision = wf.active_revision
+    resp = post(bob, candidate, "approve", reason="read it against the source", expected_revision=revision)
+    assert resp.status_code == 302
+    candidate.refresh_from_db()
+    wf.refresh_from_db()
+    assert candidate.status == "ACTIVE" and wf.active_summary_id == candidate.pk
+    assert wf.active_revision == revision + 1
+    assert history(candidate)[-2:] == [("approve", "applied"), ("activate", "applied")]
+    assert audit_actions(wf.tenant)[-3:] == ["summary.approve", "summary.supersede", "summary.activate"]
+
+
+def test_approve_with_a_stale_revision_keeps_the_approval_and_offers_activate(incident, bob):
+    wf = incident.workflow
+    ContextPolicy.objects.create(tenant=wf.tenant, workflow=wf, require_approval=True)
+    candidate = over_budget(wf)
+    lifecycle.waive(candidate, ["token_budget"], REVIEWER, "budget too tight")
+    revision = wf.active_revision
+    resp = post(bob, candidate, "approve", reason="fine", expected_revision=revision - 1)
+    assert resp.status_code == 302
+    page = bob.web.get(resp["Location"]).content.decode()
+    assert "approved, but not activated" in page
+    candidate.refresh_from_db()
+    assert candidate.status == "VALIDATED"
+    assert history(candidate)[-2:] == [("approve", "applied"), ("activate", "stale")]
+    assert [s.name for s in available_actions(candidate, bob.role)] == ["activate", "reject", "quarantine"]
+    assert f'value="{revision}"' in page and 'data-action="activate"' in page
+    resp = post(bob, candidate, "activate", reason="now", expected_revision=revision)
+    assert resp.status_code == 302
+    candidate.refresh_from_db()
+    assert candidate.status == "ACTIVE"
 
 
 def test_waive_without_checks_is_400(incident, bob):
@@ -158,7 +200,7 @@ def test_unknown_action_and_other_tenant(incident, bob, mallory):
     [
         ("carol", "s3", []),
         ("bob", "s3", ["quarantine"]),
-        ("bob", "s2", ["quarantine", "rollback"]),
+        ("bob", "s2", ["rollback", "quarantine"]),
         ("alice", "s3", ["quarantine"]),
     ],
 )
@@ -179,3 +221,34 @@ def test_rejected_summary_offers_waive_not_quarantine(incident, bob):
     candidate = over_budget(incident.workflow)
     assert candidate.status == "REJECTED"
     assert [s.name for s in available_actions(candidate, bob.role)] == ["waive"]
+
+
+def test_comments_on_a_summary_are_audited_and_need_a_reviewer(incident, bob, carol, mallory):
+    s3 = incident.s3
+    url_api = f"/api/v1/summaries/{s3.summary_id}/comments/"
+    assert carol.api.post(url_api, {"text": "viewer opinion"}, format="json").status_code == 403
+    assert mallory.api.post(url_api, {"text": "outsider"}, format="json").status_code == 404
+    r = bob.api.post(url_api, {"text": "   "}, format="json")
+    assert r.status_code == 400 and r.json()["error"] == "comment_required"
+    r = bob.api.post(url_api, {"text": "x" * 4001}, format="json")
+    assert r.status_code == 400 and r.json()["error"] == "invalid_comment"
+    assert SummaryComment.objects.count() == 0
+    r = bob.api.post(url_api, {"text": "S3 lacks the 401 rule; see T57."}, format="json")
+    assert r.status_code == 201 and r.json()["author"].startswith("api_key:bob")
+    # The page form goes through the same service.
+    bob.web.get("/audit/")
+    token = bob.web.cookies["csrftoken"].value
+    resp = bob.web.post(
+        f"/summaries/{s3.summary_id}/comments/", {"csrfmiddlewaretoken": token, "text": "Agreed."}
+    )
+    assert resp.status_code == 302 and resp["Location"].endswith(
+        f"#comment-{SummaryComment.objects.last().pk}"
+    )
+    listed = carol.api.get(url_api).json()
+    assert [c["text"] for c in listed] == ["S3 lacks the 401 rule; see T57.", "Agreed."]
+    assert listed[1]["author"] == "user:bob"
+    entries = AuditEntry.objects.filter(action="summary.comment", object_id=s3.summary_id).order_by("seq")
+    assert entries.count() == 2
+    assert all("text" not in e.data and e.data["text_sha256"].startswith("sha256:") for e in entries)
+    page = carol.web.get(f"/summaries/{s3.summary_id}/").content.decode()
+    assert "Agreed." in page and 'id="comment-form"' not in page  # viewers read, reviewers write

@@ -113,7 +113,8 @@ def test_reviewer_quarantines_s3_and_the_pointer_falls_back(page, live_server, l
     entry = AuditEntry.objects.filter(action="summary.quarantine", object_id=s3).get()
     page.goto(f"{live_server.url}/audit/?action=summary.quarantine")
     row = page.locator(f"#audit-{entry.seq}")
-    assert "summary.quarantine" in row.inner_text() and s3 in row.inner_text()
+    assert "summary.quarantine" in row.inner_text() and f"{scenario.WORKFLOW_ID} · S3" in row.inner_text()
+    assert row.locator(f"a[href='/summaries/{s3}/']").count() == 1
     assert f"user:{scenario.REVIEWER_USERNAME}" in row.inner_text()
     shoot("audit-log")
     assert page.js_errors == []

@@ -154,6 +154,10 @@ API: dict[str, Api] = {
     "POST summaries/{summary_id}/approve/": Api(
         R, "object", 200, _sid("validated"), body=lambda w: {"reason": "ok"}
     ),
+    "GET summaries/{summary_id}/comments/": Api(V, "object", 200, _sid("active")),
+    "POST summaries/{summary_id}/comments/": Api(
+        R, "object", 201, _sid("active"), body=lambda w: {"text": "h9 comment"}
+    ),
     "POST summaries/{summary_id}/reject/": Api(
         R, "object", 200, _sid("candidate"), body=lambda w: {"reason": "no"}
     ),
@@ -524,6 +528,8 @@ PAGES: dict[str, Page] = {
     ),
     "event-range": Page("object", lambda w: {"wf": SEED_WF, "from_seq": 1, "to_seq": 20}),
     "summary-diff": Page("object", _sid("active")),
+    "review-inbox": Page("tenant"),
+    "summary-comment": Page("object", _sid("active"), get=None, post=R, data=lambda w: {"text": "h9 note"}),
     "audit-log": Page("tenant"),
     "retention": Page("tenant", post=A, data=lambda w: {"trace_detail": "500"}),
     "settings": Page("tenant", get=A, get_ok=302),
@@ -552,7 +558,20 @@ PAGES: dict[str, Page] = {
 }
 # One entry per review action of the summary-action page.
 REVIEW_ACTIONS: dict[str, Page] = {
-    "approve": Page("object", _sid("validated"), get=R, post=R, data=lambda w: {"reason": "ok"}),
+    "approve": Page(
+        "object",
+        _sid("validated"),
+        get=R,
+        post=R,
+        data=lambda w: {"reason": "ok", "expected_revision": str(_revision(REVIEW_WF))},
+    ),
+    "activate": Page(
+        "object",
+        _sid("validated"),
+        get=R,
+        post=R,
+        data=lambda w: {"reason": "go", "expected_revision": str(_revision(REVIEW_WF))},
+    ),
     "quarantine": Page("object", _sid("candidate"), get=R, post=R, data=lambda w: {"reason": "suspicious"}),
     "reject": Page("object", _sid("candidate"), get=R, post=R, data=lambda w: {"reason": "no"}),
     "waive": Page(

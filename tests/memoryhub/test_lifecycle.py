@@ -159,18 +159,24 @@ def test_service_activate_returns_stale_outcome_without_raising(tenant):
     assert isinstance(error, Conflict) and error.as_dict()["current_revision"] == 1
 
 
-def test_watermark_below_active_is_refused_unless_a_reviewer_rolls_back(api, bob, tenant):
+def test_watermark_below_active_is_refused_and_rollback_is_no_way_around_it(api, bob, tenant):
+    """A never-active version below the watermark cannot go live: activate refuses the
+    regression and rollback only re-activates a version that was ACTIVE before (SUPERSEDED)."""
     wf = build_workflow(tenant)
+    first = activated(wf, 1, 20)
     activated(wf, 1, 30)
     older = validated(wf, 1, 20)
-    r = action(api, older, "activate", {"expected_revision": 1})
+    r = action(api, older, "activate", {"expected_revision": 2})
     assert r.status_code == 409 and r.json()["error"] == "watermark_regression"
     assert r.json()["active_watermark"] == 30
     refused = LifecycleEvent.objects.get(summary=older, action="activate")
     assert refused.result == "refused" and "watermark" in refused.reason
-    r = action(bob.api, older, "rollback", {"expected_revision": 1, "reason": "S2 lost context, go back"})
+    r = action(bob.api, older, "rollback", {"expected_revision": 2, "reason": "go back"})
+    assert r.status_code == 409 and r.json()["error"] == "illegal_transition", r.content
+    assert events_of(older)[-1] == ("rollback", "refused", "VALIDATED", "VALIDATED")
+    r = action(bob.api, first, "rollback", {"expected_revision": 2, "reason": "S2 lost context, go back"})
     assert r.status_code == 200, r.content
-    assert r.json()["active_revision"] == 2
+    assert r.json()["active_revision"] == 3
     assert_totals(wf)
     assert wf.tail_events == 10
 
@@ -438,3 +444,78 @@ def test_workflow_page_lists_versions_and_activation_history(alice, tenant):
     html = page.content.decode()
     for text in ("S1", "S2", "S3", "SUPERSEDED", "ACTIVE", "VALIDATED", "result-stale", s2.summary_id):
         assert text in html
+
+
+# -- approval cannot be bypassed ---------------------------------------------------------------------
+
+
+def test_rollback_applies_the_approval_rule_of_activate(api, bob, tenant):
+    wf = build_workflow(tenant)
+    s1 = activated(wf, 1, 20)
+    activated(wf, 1, 30)
+    ContextPolicy.objects.create(tenant=tenant, require_approval=True)
+    r = action(bob.api, s1, "rollback", {"expected_revision": 2, "reason": "go back"})
+    assert r.status_code == 409 and r.json()["error"] == "approval_required"
+    assert events_of(s1)[-1] == ("rollback", "refused", "SUPERSEDED", "SUPERSEDED")
+    assert action(bob.api, s1, "approve", {"reason": "S1 re-read, fine"}).status_code == 200
+    r = action(bob.api, s1, "rollback", {"expected_revision": 2, "reason": "go back"})
+    assert r.status_code == 200, r.content
+
+
+def test_quarantine_fallback_never_serves_an_unapproved_version(tenant):
+    wf = build_workflow(tenant)
+    s1 = activated(wf, 1, 20)  # activated before approval was required: never approved
+    s2 = activated(wf, 1, 30)
+    ContextPolicy.objects.create(tenant=tenant, require_approval=True)
+    lifecycle.quarantine(s2, REVIEWER, "bad")
+    wf.refresh_from_db()
+    assert wf.active_summary_id is None and status_of(s1) == "SUPERSEDED"
+
+
+def test_approve_and_activate_in_one_call_over_the_api(api, bob, carol, tenant):
+    wf = build_workflow(tenant)
+    ContextPolicy.objects.create(tenant=tenant, require_approval=True)
+    s1 = validated(wf)
+    body = {"reason": "read it", "activate": True, "expected_revision": 0}
+    assert action(carol.api, s1, "approve", body).status_code == 403
+    r = action(bob.api, s1, "approve", {**body, "activate": "yes"})
+    assert r.status_code == 400
+    r = action(bob.api, s1, "approve", body)
+    assert r.status_code == 200 and r.json()["status"] == "ACTIVE", r.content
+    assert [e[:2] for e in events_of(s1)][-2:] == [("approve", "applied"), ("activate", "applied")]
+
+
+def test_api_roles_come_from_the_same_rule_as_the_buttons(api, bob, carol, tenant):
+    from memoryhub.api import summaries as views
+
+    for name, view in vars(views).items():
+        if isinstance(view, type) and issubclass(view, views._Action) and view.lifecycle_action:
+            assert view.write_role == lifecycle.ACTION_ROLES[view.lifecycle_action], name
+    wf = build_workflow(tenant)
+    s1 = lifecycle.quarantine(validated(wf), REVIEWER, "hold")
+    policy = lifecycle.action_policy(s1)
+    assert lifecycle.allowed_actions(s1, "reviewer", policy) == []
+    assert lifecycle.allowed_actions(s1, "admin", policy) == ["release"]
+    r = action(bob.api, s1, "release", {"reason": "fine"})
+    assert r.status_code == 403
+
+
+@pytest.mark.parametrize("tenant_default", [True, False])
+def test_a_reviewer_cannot_switch_approval_off(api, bob, tenant, tenant_default):
+    """Tenant policy is admin-only; a reviewer's workflow override may only be stricter."""
+    wf = build_workflow(tenant)
+    url_tenant = "/api/v1/triggers/policy/"
+    url_wf = f"/api/v1/workflows/{wf.external_id}/policy/"
+    assert bob.api.patch(url_tenant, {"require_approval": False}, format="json").status_code == 403
+    assert api.patch(url_tenant, {"require_approval": tenant_default}, format="json").status_code == 200
+    # Stricter is fine for a reviewer.
+    assert bob.api.patch(url_wf, {"require_approval": True}, format="json").status_code == 200
+    r = bob.api.patch(url_wf, {"require_approval": False}, format="json")
+    assert r.status_code == 403 and r.json()["error"] == "approval_policy_admin_only"
+    r = bob.api.put(url_wf, {}, format="json")  # a PUT of defaults would switch it off too
+    assert r.status_code == 403
+    if not tenant_default:  # dropping the override would lower it
+        assert bob.api.delete(url_wf).status_code == 403
+    assert lifecycle.approval_required(wf) is True
+    assert api.patch(url_wf, {"require_approval": False}, format="json").status_code == 200
+    assert lifecycle.approval_required(wf) is False

@@ -461,7 +461,7 @@ def test_review_buttons_follow_role_and_status(alice, bob, carol, story):
     s1, s2, s3 = story.s1, story.s2, story.s3
     assert actions_on(carol, s2) == [] and actions_on(carol, s3) == []
     assert actions_on(bob, s2) == ["quarantine"]  # ACTIVE
-    assert actions_on(bob, s1) == ["quarantine", "rollback"]  # SUPERSEDED, older than the active one
+    assert actions_on(bob, s1) == ["rollback", "quarantine"]  # SUPERSEDED: it was active before
     assert actions_on(bob, s3) == ["waive"]  # REJECTED with failed checks
     lifecycle.quarantine(Summary.objects.get(pk=s1.pk), Actor.user("bob"), "suspicious")
     assert actions_on(bob, s1) == []  # release is admin-only
