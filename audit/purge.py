@@ -24,7 +24,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from audit.log import record
-from audit.models import Investigation, Purge
+from audit.models import Investigation, Purge, SummaryComment
 from audit.payloads import PurgedText, summary_payloads, tombstone_payloads
 from memoryhub.actors import Actor
 from memoryhub.errors import Conflict, InvalidInput
@@ -247,6 +247,7 @@ def purge_events(
             derived=summary_payloads(derived, before=purge.at),
         )
         _forget_identifiers(wf, events, detector)
+        _scrub_comments(wf, purge, detector)
         if outcome.scrubbed:
             _request_rederivation(wf, actor)
         Purge.objects.filter(pk=purge.pk).update(affected_summaries=outcome.scrubbed)
@@ -314,6 +315,13 @@ def _request_rederivation(workflow: Workflow, actor: Actor) -> None:
         # No compactor available here: the policy's next trigger decision will ask again.
         with contextlib.suppress(InvalidInput):
             request_compaction(workflow, actor=actor)
+
+
+def _scrub_comments(workflow: Workflow, purge: Purge, detector: PurgedText) -> None:
+    """Reviewers' comments that quote purged content keep who and when, not the text."""
+    for comment in SummaryComment.objects.filter(summary__workflow=workflow).only("pk", "text"):
+        if detector.matches(comment.text):
+            SummaryComment.objects.filter(pk=comment.pk).update(text=unavailable_note(purge))
 
 
 def _scrub_investigations(workflow: Workflow, quotes: list[str], contents: list[str]) -> None:

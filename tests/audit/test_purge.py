@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from audit.models import AuditEntry, Investigation, Purge
+from audit.models import AuditEntry, Investigation, Purge, SummaryComment
 from memoryhub import lifecycle
 from memoryhub.actors import Actor
 from memoryhub.compaction.jobs import request_compaction, run_job
@@ -249,6 +249,9 @@ def derived_records(workflow) -> None:
     lifecycle.reject(
         other, Actor.user("bob"), "duplicate of Jane Roe's dispute ch_8812 (call her on 555-0142)"
     )
+    from audit.review import add_comment
+
+    add_comment(other, Actor.user("bob"), f"before we decide: the source says {SECRET}")
 
 
 def derived_texts(workflow) -> list[str]:
@@ -264,6 +267,7 @@ def derived_texts(workflow) -> list[str]:
     texts += [
         json.dumps(e.data) for e in AuditEntry.objects.filter(tenant=workflow.tenant, action="summary.reject")
     ]
+    texts += list(SummaryComment.objects.filter(summary__workflow=workflow).values_list("text", flat=True))
     return texts
 
 
