@@ -155,6 +155,12 @@ MEMORYHUB_MODEL_PRICES = {
     "extractive-v1": (0.0, 0.0),
 }
 
+# --- Alert channels ------------------------------------------------------------------------
+# Webhook/Slack URLs may only reach public addresses (checked at create/update and again at every
+# send). Networks listed here (CIDR, comma-separated, e.g. "127.0.0.1/32" for a local test
+# receiver) are exempt. Empty by default: the only way around the guard.
+MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = env.list("MEMORYHUB_CHANNEL_ALLOWED_NETWORKS", default=[])
+
 # --- Compaction jobs ---------------------------------------------------------------------
 MEMORYHUB_DEFAULT_COMPACTOR = env("MEMORYHUB_DEFAULT_COMPACTOR", default="extractive-v1")
 # A RUNNING attempt whose worker went silent this long is taken over by the next delivery.

@@ -308,10 +308,14 @@ def is_muted(rule: AlertRule, now: datetime | None = None) -> bool:
 
 
 def _clean_url(value: str, field: str = "url") -> str:
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise _bad(field, "must be an http(s) URL with a host", "invalid_url")
-    return value
+    """An http(s) URL that reaches only public addresses (see transports.guard; re-checked at
+    every send, after resolving the name again)."""
+    from .transports.guard import UnsafeURL, check_url
+
+    try:
+        return check_url(value)
+    except UnsafeURL as exc:
+        raise _bad(field, str(exc), "unsafe_url" if "must be an http" not in str(exc) else "invalid_url")
 
 
 def clean_channel(data: dict[str, Any], channel: Channel | None = None) -> dict[str, Any]:
