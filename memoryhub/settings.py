@@ -161,6 +161,11 @@ MEMORYHUB_MODEL_PRICES = {
 # receiver) are exempt. Empty by default: the only way around the guard.
 MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = env.list("MEMORYHUB_CHANNEL_ALLOWED_NETWORKS", default=[])
 
+# --- Investigations -------------------------------------------------------------------------
+# Time budget of a regex investigation's event search (RE2 in Python, statement_timeout in
+# PostgreSQL); past it the request is a 400 regex_too_expensive.
+MEMORYHUB_REGEX_SEARCH_SECONDS = env.float("MEMORYHUB_REGEX_SEARCH_SECONDS", default=1.0)
+
 # --- Compaction jobs ---------------------------------------------------------------------
 MEMORYHUB_DEFAULT_COMPACTOR = env("MEMORYHUB_DEFAULT_COMPACTOR", default="extractive-v1")
 # A RUNNING attempt whose worker went silent this long is taken over by the next delivery.
