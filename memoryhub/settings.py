@@ -198,6 +198,10 @@ else:
         "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)
     }
 CELERY_BROKER_CONNECTION_TIMEOUT = 3
+# Publishing from a web request (compaction requests, test-sends) waits at most this long per
+# broker operation, without retries; a down or hung broker leaves the message in its outbox for
+# the sweeper (memoryhub.celery.publish).
+MEMORYHUB_BROKER_PUBLISH_TIMEOUT = env.float("MEMORYHUB_BROKER_PUBLISH_TIMEOUT", default=0.5)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True

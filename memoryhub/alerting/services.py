@@ -430,10 +430,9 @@ def enable_channel(channel: Channel, actor: Actor) -> Channel:
 
 
 def request_test_send(*, actor: Actor, channel: Channel | None = None, rule: AlertRule | None = None) -> None:
-    """Enqueue a test-send for after the commit; the worker delivers and records it."""
+    """Queue a test-send through the task outbox; the worker delivers and records it."""
     from audit.log import record
-
-    from .tasks import send_test
+    from memoryhub import outbox
 
     target = channel or rule
     if target is None:
@@ -443,8 +442,10 @@ def request_test_send(*, actor: Actor, channel: Channel | None = None, rule: Ale
         record(target.tenant, actor, f"{kind}.test", (kind, target.pk), {"name": target.name})
         channel_id = channel.pk if channel is not None else None
         rule_id = rule.pk if rule is not None else None
-        transaction.on_commit(
-            lambda: send_test.apply_async(
-                kwargs={"channel_id": channel_id, "rule_id": rule_id, "requested_by": str(actor)}
-            )
+        # Written with the audit entry; published after commit within a bounded wait, or by the
+        # outbox sweeper when the broker is down or hung (the request answers 202 either way).
+        outbox.send_after_commit(
+            "memoryhub.alerting.send_test",
+            {"channel_id": channel_id, "rule_id": rule_id, "requested_by": str(actor)},
+            tenant=target.tenant,
         )

@@ -13,6 +13,7 @@ from .alerts import (
 )
 from .compaction import CompactionJob, JobStatus
 from .metrics import MetricSample
+from .outbox import OutboxMessage
 from .summaries import (
     SUMMARY_SCHEMA,
     LifecycleAction,
@@ -49,6 +50,7 @@ __all__ = [
     "Membership",
     "MetricSample",
     "Notification",
+    "OutboxMessage",
     "Role",
     "SideEffect",
     "Summary",
