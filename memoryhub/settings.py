@@ -49,6 +49,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memoryhub.middleware.ApiBodyLimitMiddleware",
+    "memoryhub.middleware.HostileInputMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -229,7 +230,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "memoryhub.api.schema.MemoryHubAutoSchema",
     "EXCEPTION_HANDLER": "memoryhub.api.errors.json_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["memoryhub.api.parsers.SafeJSONParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "DEFAULT_THROTTLE_RATES": {
         "review": env("MEMORYHUB_THROTTLE_REVIEW", default="120/min"),

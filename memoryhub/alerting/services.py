@@ -7,7 +7,7 @@ enqueued here (after commit) — the worker sends, never the web request.
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -15,7 +15,6 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from memoryhub.actors import Actor
 from memoryhub.errors import InvalidInput
@@ -113,20 +112,28 @@ def _boolean(data: dict, field: str) -> bool:
 
 
 def parse_moment(value: Any, field: str = "muted_until") -> datetime | None:
+    """An ISO 8601 date-time the database can store (memoryhub.api.fields), in UTC; None for
+    null/empty. Raises InvalidInput."""
+    from memoryhub.api.fields import BadMoment, check_moment, parse_moment_text
+
     if value is None or value == "":
         return None
-    moment: datetime | None
-    if isinstance(value, datetime):
-        moment = value
-    elif isinstance(value, str):
-        moment = parse_datetime(value)
-        if moment is None:
-            raise _bad(field, "must be an ISO 8601 date-time")
-    else:
-        raise _bad(field, "must be an ISO 8601 date-time or null")
-    if timezone.is_naive(moment):
-        moment = timezone.make_aware(moment, UTC)
-    return moment
+    try:
+        if isinstance(value, datetime):
+            return check_moment(value)
+        if isinstance(value, str):
+            return parse_moment_text(value)
+    except BadMoment as exc:
+        raise _bad(field, str(exc))
+    raise _bad(field, "must be an ISO 8601 date-time or null")
+
+
+def mute_until_minutes(minutes: Any, now: datetime | None = None) -> datetime | None:
+    """``now`` + minutes (0 = unmute), at most MAX_MUTE ahead. Raises InvalidInput."""
+    limit = int(MAX_MUTE.total_seconds() // 60)
+    if isinstance(minutes, bool) or not isinstance(minutes, int) or not 0 <= minutes <= limit:
+        raise _bad("minutes", f"must be an integer from 0 to {limit} (30 days)")
+    return (now or timezone.now()) + timedelta(minutes=minutes) if minutes else None
 
 
 # --- rules ----------------------------------------------------------------------------------

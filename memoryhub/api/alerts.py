@@ -20,6 +20,7 @@ from rest_framework.response import Response
 
 from memoryhub.alerting import services
 from memoryhub.api.common import TenantAPIView, body_object, int_param, list_responses
+from memoryhub.api.fields import SafeIsoDateTimeFilter
 from memoryhub.api.serializers import ErrorSerializer
 from memoryhub.errors import InvalidInput, NotFound
 from memoryhub.metrics import METRICS, ROLLUP_BUCKET, series, snapshot
@@ -370,12 +371,7 @@ class RuleMute(TenantAPIView):
         data = body_object(request)
         rule = _rule(request, pk)
         if "minutes" in data:
-            minutes = data["minutes"]
-            if isinstance(minutes, bool) or not isinstance(minutes, int) or minutes < 0:
-                raise InvalidInput(
-                    "minutes: must be a non-negative integer", code="invalid_field", field="minutes"
-                )
-            until = timezone.now() + timedelta(minutes=minutes) if minutes else None
+            until = services.mute_until_minutes(data["minutes"])
         elif "until" in data:
             until = services.parse_moment(data["until"], "until")
         else:
@@ -489,7 +485,7 @@ class ChannelNotifications(TenantAPIView):
 class AlertFilter(django_filters.FilterSet):
     rule = django_filters.NumberFilter(field_name="rule_id")
     to_state = django_filters.ChoiceFilter(choices=AlertState.choices)
-    since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
+    since = SafeIsoDateTimeFilter(field_name="at", lookup_expr="gte")
 
     class Meta:
         model = AlertEvent

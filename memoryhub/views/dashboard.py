@@ -33,6 +33,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 
 from memoryhub import figures, metrics
+from memoryhub.api.fields import SafeDateTimeField
 from memoryhub.models import (
     Artifact,
     CompactionJob,
@@ -734,8 +735,8 @@ class WorkflowFilterForm(forms.Form):
     window = forms.ChoiceField(
         required=False, choices=[("", "any time")] + [(w.key, w.label) for w in WINDOWS.values()], label="In"
     )
-    since = forms.DateTimeField(required=False)
-    until = forms.DateTimeField(required=False)
+    since = SafeDateTimeField(required=False)
+    until = SafeDateTimeField(required=False)
     sort = forms.ChoiceField(required=False, choices=[(k, v.label) for k, v in SORTS.items()])
 
 
