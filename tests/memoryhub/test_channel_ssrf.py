@@ -184,5 +184,5 @@ def test_viewers_see_no_delivery_internals(tenant, alice, carol, settings, recei
     assert viewer_rows[0]["ok"] is False
 
     page = carol.web.get("/alerts/").content.decode()
-    assert "Not Found" not in page and "Disabled" in page
+    assert "Not Found" not in page and "Disabled" in page and "/status/" not in page
     assert "Not Found" in alice.web.get("/alerts/").content.decode()
