@@ -17,6 +17,7 @@ from audit.models import AuditEntry, Investigation
 from audit.replay import get_trace, replay_bundle
 from audit.verify import verify_chain
 from memoryhub.api.common import TenantAPIView, body_object, int_param
+from memoryhub.api.fields import SafeIsoDateTimeFilter
 from memoryhub.api.serializers import ErrorSerializer
 from memoryhub.errors import InvalidInput
 
@@ -140,8 +141,8 @@ class AuditEntryFilter(django_filters.FilterSet):
     object_type = django_filters.CharFilter()
     object_id = django_filters.CharFilter()
     actor = django_filters.CharFilter(lookup_expr="icontains")
-    since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="lte")
+    since = SafeIsoDateTimeFilter(field_name="at", lookup_expr="gte")
+    until = SafeIsoDateTimeFilter(field_name="at", lookup_expr="lte")
 
     class Meta:
         model = AuditEntry

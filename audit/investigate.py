@@ -17,12 +17,13 @@ flags and hashes — never event text — so a later purge does not leave copies
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import re2
+from django.conf import settings
 from django.db import transaction
 
 from audit.content import content_is_opaque, iter_strings, purged_runs, range_label, runs, summary_content
@@ -41,7 +42,7 @@ from memoryhub.models import (
     SummaryStatus,
     Workflow,
 )
-from memoryhub.search import candidate_seqs
+from memoryhub.search import SearchTooExpensive, candidate_seqs
 
 MAX_FACT_CHARS = 500
 MAX_LISTED = 50  # matches listed per kind of evidence (the counts are always exact)
@@ -65,17 +66,57 @@ def _normalise(text: str) -> str:
 class FactMatcher:
     """Case-insensitive matcher: whitespace-insensitive substring, or a compiled regex.
 
+    Regexes run on RE2 (google-re2): linear time in the text, whatever the pattern, so no
+    pattern can make a match backtrack for ever; constructs that need backtracking
+    (backreferences, lookaround) are refused with a 400. A regex investigation also has a time
+    budget (``MEMORYHUB_REGEX_SEARCH_SECONDS``) for the whole event search, database
+    prefilter included: past it the answer is a 400 asking for a narrower pattern.
     It keeps the original phrase so the event search can ask the database index for candidates.
     """
 
     fact: str
     regex: bool
-    pattern: re.Pattern[str] | None = None
+    pattern: Any = None  # re2._Regexp
+    deadline: float | None = None  # time.monotonic() after which a regex search gives up
 
     def __call__(self, text: str) -> bool:
         if self.pattern is not None:
             return self.pattern.search(text) is not None
         return _normalise(self.fact) in _normalise(text)
+
+    def remaining(self) -> float | None:
+        """Seconds left of the search budget (None: unbounded); raises once it is spent."""
+        if self.deadline is None:
+            return None
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise _too_expensive()
+        return left
+
+
+def _too_expensive() -> InvalidInput:
+    budget = getattr(settings, "MEMORYHUB_REGEX_SEARCH_SECONDS", 1.0)
+    return InvalidInput(
+        f"the regular expression could not be searched within {budget:g} s; use a narrower pattern "
+        "(a literal word in it lets the index find candidates)",
+        code="regex_too_expensive",
+    )
+
+
+def compile_regex(fact: str) -> Any:
+    """RE2, case-insensitive; a pattern RE2 cannot run in linear time is a 400."""
+    options = re2.Options()
+    options.case_sensitive = False
+    options.log_errors = False
+    options.max_mem = 8 << 20  # bounds the compiled program (huge counted repetitions)
+    try:
+        return re2.compile(fact, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+        raise InvalidInput(
+            f"invalid regular expression (RE2 syntax: no backreferences or lookaround): {reason}",
+            code="invalid_regex",
+        )
 
 
 def make_matcher(fact: str, *, regex: bool = False) -> FactMatcher:
@@ -85,11 +126,8 @@ def make_matcher(fact: str, *, regex: bool = False) -> FactMatcher:
     if len(fact) > MAX_FACT_CHARS:
         raise InvalidInput(f"fact must be at most {MAX_FACT_CHARS} characters", code="invalid_fact")
     if regex:
-        try:
-            pattern = re.compile(fact, re.IGNORECASE)
-        except re.error as exc:
-            raise InvalidInput(f"invalid regular expression: {exc}", code="invalid_regex")
-        return FactMatcher(fact, True, pattern)
+        budget = float(getattr(settings, "MEMORYHUB_REGEX_SEARCH_SECONDS", 1.0))
+        return FactMatcher(fact, True, compile_regex(fact), time.monotonic() + budget)
     return FactMatcher(fact, False)
 
 
@@ -104,17 +142,28 @@ def search_events(workflow: Workflow, match: Matcher, from_seq: int, to_seq: int
     qs = Event.objects.filter(workflow=workflow, seq__gte=from_seq, purged_at__isnull=True)
     if to_seq is not None:
         qs = qs.filter(seq__lte=to_seq)
+    bounded = isinstance(match, FactMatcher) and match.deadline is not None
     if isinstance(match, FactMatcher):
         # PostgreSQL: the trigram index narrows a million-event history to the candidate rows.
-        candidates = candidate_seqs(
-            workflow.pk, match.fact, regex=match.regex, from_seq=from_seq, to_seq=to_seq
-        )
+        try:
+            candidates = candidate_seqs(
+                workflow.pk,
+                match.fact,
+                regex=match.regex,
+                from_seq=from_seq,
+                to_seq=to_seq,
+                timeout=match.remaining(),
+            )
+        except SearchTooExpensive:
+            raise _too_expensive()
         if candidates is not None:
             qs = qs.filter(seq__in=candidates)
     seqs: list[int] = []
     matches: list[dict[str, Any]] = []
     rows = qs.order_by("seq").values_list("seq", "kind", "agent", "content", "facts", "refs")
-    for seq, kind, agent, content, facts, refs in rows.iterator(chunk_size=2000):
+    for n, (seq, kind, agent, content, facts, refs) in enumerate(rows.iterator(chunk_size=2000)):
+        if bounded and n % 500 == 0:
+            match.remaining()  # type: ignore[attr-defined]  # raises once the budget is spent
         fields = [
             path
             for path, text in iter_strings({"content": content, "facts": facts, "refs": refs})

@@ -167,6 +167,8 @@ def purge_events(
     """Purge the selected events of ``workflow``. Admin-only at the edges; reason required."""
     from memoryhub import lifecycle
 
+    if reason is not None and not isinstance(reason, str):
+        raise InvalidInput("'reason' must be a string", code="invalid_reason", field="reason")
     reason = (reason or "").strip()
     if not reason:
         raise InvalidInput("a reason is required for a purge", code="reason_required")

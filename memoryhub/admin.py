@@ -78,6 +78,7 @@ for model in (
     m.MetricSample,
     m.TokenEstimate,
     m.OtelSpan,
+    m.OutboxMessage,
 ):
     admin.site.register(model, ReadOnlyAdmin)
 

@@ -1,7 +1,10 @@
 """The Celery app. Tasks live in <package>/tasks.py; every periodic schedule is in memoryhub/schedules.py."""
 
+from __future__ import annotations
+
 import os
 from pathlib import Path
+from typing import Any
 
 from celery import Celery
 
@@ -9,7 +12,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryhub.settings")
 
 app = Celery("memoryhub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["memoryhub.compaction", "memoryhub.alerting", "audit", "triggers"])
+app.autodiscover_tasks(["memoryhub", "memoryhub.compaction", "memoryhub.alerting", "audit", "triggers"])
+
+DEFAULT_PUBLISH_TIMEOUT = 0.5
 
 
 @app.on_after_configure.connect
@@ -32,3 +37,35 @@ def ensure_broker_folders(conf) -> None:
     for key in ("data_folder_in", "data_folder_out", "processed_folder"):
         if options.get(key):
             Path(options[key]).mkdir(parents=True, exist_ok=True)
+
+
+def publish_timeout() -> float:
+    from django.conf import settings
+
+    return float(getattr(settings, "MEMORYHUB_BROKER_PUBLISH_TIMEOUT", DEFAULT_PUBLISH_TIMEOUT))
+
+
+def publish_transport_options(url: str, timeout: float) -> dict[str, Any]:
+    """Transport options that bound every socket operation of one publish by ``timeout`` and
+    forbid reconnect loops: a broker that is down *or hung* (accepts connections, never answers)
+    fails the publish quickly instead of holding the web request."""
+    scheme = url.split("://", 1)[0].lower()
+    if scheme in ("redis", "rediss", "sentinel"):
+        return {"socket_connect_timeout": timeout, "socket_timeout": timeout, "max_retries": 0}
+    if scheme in ("amqp", "amqps", "pyamqp"):
+        return {"read_timeout": timeout, "write_timeout": timeout, "max_retries": 0}
+    return {"max_retries": 0}
+
+
+def publish(task: Any, **options: Any) -> Any:
+    """``task.apply_async(**options)`` from a web request: on a dedicated connection whose every
+    step (connect, handshake, send) is bounded by MEMORYHUB_BROKER_PUBLISH_TIMEOUT, without
+    retries. Raises on any failure; callers keep the work in an outbox for the sweeper.
+
+    The worker's own connections keep the broker settings (they may wait; requests may not)."""
+    timeout = publish_timeout()
+    url = app.conf.broker_write_url or app.conf.broker_url or ""
+    with app.connection_for_write(
+        connect_timeout=timeout, transport_options=publish_transport_options(str(url), timeout)
+    ) as connection:
+        return task.apply_async(connection=connection, retry=False, **options)

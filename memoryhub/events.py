@@ -120,7 +120,10 @@ def parse_event(raw: Any, index: int, max_chars: int | None = None) -> EventIn:
     kind = raw.get("kind")
     if not isinstance(kind, str) or kind not in KINDS:
         raise _fail(index, "kind", f"unknown kind {kind!r}; expected one of {', '.join(sorted(KINDS))}")
-    content = raw.get("content", "")
+    if "content" not in raw:
+        # The contract requires it: an event without content would be stored with 0 tokens.
+        raise _fail(index, "content", 'is required (a string; "" for an event without text)')
+    content = raw["content"]
     if type(content) is not str:
         raise _fail(index, "content", "must be a string")
     max_chars = max_chars or settings.MEMORYHUB_MAX_EVENT_CHARS

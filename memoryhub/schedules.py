@@ -5,6 +5,8 @@ from celery.schedules import crontab
 BEAT_SCHEDULE = {
     # Outbox: compaction jobs written while the broker was unreachable get enqueued once it is back.
     "compaction-outbox-sweep": {"task": "memoryhub.compaction.sweep_outbox", "schedule": 30.0},
+    # Task outbox: test-sends (and other request-side messages) the broker did not take in time.
+    "task-outbox-sweep": {"task": "memoryhub.sweep_task_outbox", "schedule": 30.0},
     # Alerts: evaluate due rules (claimed by compare-and-set) and deliver unprocessed flips.
     "alerts-evaluate": {"task": "memoryhub.alerting.evaluate_due_rules", "schedule": 60.0},
     "alerts-deliver": {"task": "memoryhub.alerting.deliver_pending", "schedule": 30.0},

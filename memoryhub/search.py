@@ -8,7 +8,7 @@ Elsewhere (SQLite, the embedded default) there is no prefilter and the caller sc
 
 from __future__ import annotations
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, OperationalError, connection, transaction
 
 # Must equal the indexed expression of migration 0008 exactly, or PostgreSQL cannot use the index.
 SEARCH_EXPRESSION = "(content || ' ' || facts::text || ' ' || refs::text)"
@@ -19,10 +19,25 @@ def _like_escape(word: str) -> str:
     return word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+class SearchTooExpensive(Exception):
+    """The database search ran out of its time budget (statement_timeout)."""
+
+
 def candidate_seqs(
-    workflow_id: int, fact: str, *, regex: bool, from_seq: int, to_seq: int | None
+    workflow_id: int,
+    fact: str,
+    *,
+    regex: bool,
+    from_seq: int,
+    to_seq: int | None,
+    timeout: float | None = None,
 ) -> list[int] | None:
-    """Seqs that *may* match (a superset of the true matches), or None when no index can help."""
+    """Seqs that *may* match (a superset of the true matches), or None when no index can help.
+
+    ``timeout`` (seconds) bounds the query with a transaction-local ``statement_timeout``: a
+    regular expression runs on PostgreSQL's own engine here, which is not linear-time for every
+    pattern, so a search that outlives its budget raises SearchTooExpensive instead of holding a
+    backend (and the request) for as long as the pattern takes."""
     if connection.vendor != "postgresql":
         return None
     conditions, params = [], []
@@ -46,7 +61,15 @@ def candidate_seqs(
     args = [workflow_id, from_seq] + ([to_seq] if to_seq is not None else []) + params
     try:
         with transaction.atomic(), connection.cursor() as cursor:
+            if timeout is not None:
+                cursor.execute(
+                    "SELECT set_config('statement_timeout', %s, true)", [f"{max(1, int(timeout * 1000))}ms"]
+                )
             cursor.execute(sql, args)
             return [row[0] for row in cursor.fetchall()]
-    except DatabaseError:  # a regex PostgreSQL does not accept: let the caller scan with Python's re
+    except OperationalError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) == "57014":  # query_canceled: the timeout
+            raise SearchTooExpensive(str(exc)) from exc
+        return None
+    except DatabaseError:  # a regex PostgreSQL does not accept: the caller scans with RE2
         return None

@@ -62,6 +62,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memoryhub.middleware.ApiBodyLimitMiddleware",
     "memoryhub.db_router.ReplicaReadsMiddleware",
+    "memoryhub.middleware.HostileInputMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -177,6 +178,17 @@ MEMORYHUB_MODEL_PRICES = {
     "extractive-v2": (0.0, 0.0),
 }
 
+# --- Alert channels ------------------------------------------------------------------------
+# Webhook/Slack URLs may only reach public addresses (checked at create/update and again at every
+# send). Networks listed here (CIDR, comma-separated, e.g. "127.0.0.1/32" for a local test
+# receiver) are exempt. Empty by default: the only way around the guard.
+MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = env.list("MEMORYHUB_CHANNEL_ALLOWED_NETWORKS", default=[])
+
+# --- Investigations -------------------------------------------------------------------------
+# Time budget of a regex investigation's event search (RE2 in Python, statement_timeout in
+# PostgreSQL); past it the request is a 400 regex_too_expensive.
+MEMORYHUB_REGEX_SEARCH_SECONDS = env.float("MEMORYHUB_REGEX_SEARCH_SECONDS", default=1.0)
+
 # --- Compaction jobs ---------------------------------------------------------------------
 MEMORYHUB_DEFAULT_COMPACTOR = env("MEMORYHUB_DEFAULT_COMPACTOR", default="extractive-v2")
 # A RUNNING attempt whose worker went silent this long is taken over by the next delivery.
@@ -208,6 +220,10 @@ else:
         "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)
     }
 CELERY_BROKER_CONNECTION_TIMEOUT = 3
+# Publishing from a web request (compaction requests, test-sends) waits at most this long per
+# broker operation, without retries; a down or hung broker leaves the message in its outbox for
+# the sweeper (memoryhub.celery.publish).
+MEMORYHUB_BROKER_PUBLISH_TIMEOUT = env.float("MEMORYHUB_BROKER_PUBLISH_TIMEOUT", default=0.5)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
@@ -245,7 +261,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "memoryhub.api.schema.MemoryHubAutoSchema",
     "EXCEPTION_HANDLER": "memoryhub.api.errors.json_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["memoryhub.api.parsers.SafeJSONParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "DEFAULT_THROTTLE_RATES": {
         "review": env("MEMORYHUB_THROTTLE_REVIEW", default="120/min"),

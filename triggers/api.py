@@ -19,7 +19,7 @@ from memoryhub.api.serializers import ErrorSerializer
 from memoryhub.errors import InvalidInput
 from memoryhub.models import Role, Tenant
 from triggers import services
-from triggers.engine import ACTIONS, PolicySpec, export_langchain, export_langmem
+from triggers.engine import ACTIONS, MAX_INPUT_COUNT, PolicySpec, export_langchain, export_langmem
 
 
 class PolicySerializer(serializers.Serializer):
@@ -71,17 +71,25 @@ class DecisionSerializer(serializers.Serializer):
 
 
 class TriggerRequestSerializer(serializers.Serializer):
-    expected_next_step_tokens = serializers.IntegerField(min_value=0, required=False)
+    expected_next_step_tokens = serializers.IntegerField(
+        min_value=0, max_value=MAX_INPUT_COUNT, required=False
+    )
     checkpoint_safe = serializers.BooleanField(required=False)
-    remaining_steps = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+    remaining_steps = serializers.IntegerField(
+        min_value=0, max_value=MAX_INPUT_COUNT, required=False, allow_null=True
+    )
     quality_score = serializers.FloatField(min_value=0, max_value=1, required=False, allow_null=True)
     evidence_safeguarded = serializers.BooleanField(required=False)
     last_validation_failed = serializers.BooleanField(required=False)
-    unresolved_tool_calls = serializers.IntegerField(min_value=0, required=False)
-    pending_side_effects = serializers.IntegerField(min_value=0, required=False)
-    compaction_cost_tokens = serializers.IntegerField(min_value=0, required=False, allow_null=True)
-    expected_savings_per_step = serializers.IntegerField(min_value=0, required=False, allow_null=True)
-    message_count = serializers.IntegerField(min_value=0, required=False)
+    unresolved_tool_calls = serializers.IntegerField(min_value=0, max_value=MAX_INPUT_COUNT, required=False)
+    pending_side_effects = serializers.IntegerField(min_value=0, max_value=MAX_INPUT_COUNT, required=False)
+    compaction_cost_tokens = serializers.IntegerField(
+        min_value=0, max_value=MAX_INPUT_COUNT, required=False, allow_null=True
+    )
+    expected_savings_per_step = serializers.IntegerField(
+        min_value=0, max_value=MAX_INPUT_COUNT, required=False, allow_null=True
+    )
+    message_count = serializers.IntegerField(min_value=0, max_value=MAX_INPUT_COUNT, required=False)
     enqueue = serializers.BooleanField(
         required=False, help_text="Start the compaction job when action=compact."
     )
@@ -98,12 +106,14 @@ class WorkflowTriggerRequestSerializer(TriggerRequestSerializer):
 
 
 class EvaluateRequestSerializer(TriggerRequestSerializer):
-    current_tokens = serializers.IntegerField(min_value=0)
+    current_tokens = serializers.IntegerField(min_value=0, max_value=MAX_INPUT_COUNT)
     policy = PolicySerializer(
         required=False, help_text="Inline policy (partial: missing fields take defaults)."
     )
     workflow = serializers.CharField(required=False, help_text="Use this workflow's policy instead.")
-    tokens_since_last_compaction = serializers.IntegerField(min_value=0, required=False, allow_null=True)
+    tokens_since_last_compaction = serializers.IntegerField(
+        min_value=0, max_value=MAX_INPUT_COUNT, required=False, allow_null=True
+    )
     seconds_since_last_compaction = serializers.FloatField(min_value=0, required=False, allow_null=True)
 
 

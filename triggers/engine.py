@@ -386,6 +386,9 @@ def _check_threshold(kind: str, low: float | None, high: float | None, value: An
 # --------------------------------------------------------------------------------------------
 
 
+MAX_INPUT_COUNT = 2**31 - 1  # largest token/step/call count a decision input may carry
+
+
 @dataclass(frozen=True)
 class DecisionInputs:
     """What the caller knows at a model-call boundary. All counts are running totals.
@@ -439,6 +442,9 @@ class DecisionInputs:
                     errors.append((key, "must be an integer"))
                 elif value < 0:
                     errors.append((key, "must not be negative"))
+                elif value > MAX_INPUT_COUNT:
+                    # Token and call counts are stored with the decision (32-bit columns).
+                    errors.append((key, f"must be at most {MAX_INPUT_COUNT}"))
             elif not _is_number(value):
                 errors.append((key, "must be a number"))
             elif value < 0 or (key == "quality_score" and value > 1):

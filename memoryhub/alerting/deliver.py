@@ -116,7 +116,7 @@ def attempt(
         result = send(channel, message)
     except Exception as exc:  # a transport bug must not lose the attempt record
         logger.exception("transport %s crashed", channel.kind)
-        result = DeliveryResult.failed(f"{type(exc).__name__}: {exc}")
+        result = DeliveryResult.failed(f"transport error ({type(exc).__name__})")
     now = timezone.now()
     notification = Notification.objects.create(
         alert_event=flip,

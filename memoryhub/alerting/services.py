@@ -7,7 +7,7 @@ enqueued here (after commit) — the worker sends, never the web request.
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -15,7 +15,6 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from memoryhub.actors import Actor
 from memoryhub.errors import InvalidInput
@@ -113,20 +112,28 @@ def _boolean(data: dict, field: str) -> bool:
 
 
 def parse_moment(value: Any, field: str = "muted_until") -> datetime | None:
+    """An ISO 8601 date-time the database can store (memoryhub.api.fields), in UTC; None for
+    null/empty. Raises InvalidInput."""
+    from memoryhub.api.fields import BadMoment, check_moment, parse_moment_text
+
     if value is None or value == "":
         return None
-    moment: datetime | None
-    if isinstance(value, datetime):
-        moment = value
-    elif isinstance(value, str):
-        moment = parse_datetime(value)
-        if moment is None:
-            raise _bad(field, "must be an ISO 8601 date-time")
-    else:
-        raise _bad(field, "must be an ISO 8601 date-time or null")
-    if timezone.is_naive(moment):
-        moment = timezone.make_aware(moment, UTC)
-    return moment
+    try:
+        if isinstance(value, datetime):
+            return check_moment(value)
+        if isinstance(value, str):
+            return parse_moment_text(value)
+    except BadMoment as exc:
+        raise _bad(field, str(exc))
+    raise _bad(field, "must be an ISO 8601 date-time or null")
+
+
+def mute_until_minutes(minutes: Any, now: datetime | None = None) -> datetime | None:
+    """``now`` + minutes (0 = unmute), at most MAX_MUTE ahead. Raises InvalidInput."""
+    limit = int(MAX_MUTE.total_seconds() // 60)
+    if isinstance(minutes, bool) or not isinstance(minutes, int) or not 0 <= minutes <= limit:
+        raise _bad("minutes", f"must be an integer from 0 to {limit} (30 days)")
+    return (now or timezone.now()) + timedelta(minutes=minutes) if minutes else None
 
 
 # --- rules ----------------------------------------------------------------------------------
@@ -308,10 +315,14 @@ def is_muted(rule: AlertRule, now: datetime | None = None) -> bool:
 
 
 def _clean_url(value: str, field: str = "url") -> str:
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise _bad(field, "must be an http(s) URL with a host", "invalid_url")
-    return value
+    """An http(s) URL that reaches only public addresses (see transports.guard; re-checked at
+    every send, after resolving the name again)."""
+    from .transports.guard import UnsafeURL, check_url
+
+    try:
+        return check_url(value)
+    except UnsafeURL as exc:
+        raise _bad(field, str(exc), "unsafe_url" if "must be an http" not in str(exc) else "invalid_url")
 
 
 def clean_channel(data: dict[str, Any], channel: Channel | None = None) -> dict[str, Any]:
@@ -426,10 +437,9 @@ def enable_channel(channel: Channel, actor: Actor) -> Channel:
 
 
 def request_test_send(*, actor: Actor, channel: Channel | None = None, rule: AlertRule | None = None) -> None:
-    """Enqueue a test-send for after the commit; the worker delivers and records it."""
+    """Queue a test-send through the task outbox; the worker delivers and records it."""
     from audit.log import record
-
-    from .tasks import send_test
+    from memoryhub import outbox
 
     target = channel or rule
     if target is None:
@@ -439,8 +449,10 @@ def request_test_send(*, actor: Actor, channel: Channel | None = None, rule: Ale
         record(target.tenant, actor, f"{kind}.test", (kind, target.pk), {"name": target.name})
         channel_id = channel.pk if channel is not None else None
         rule_id = rule.pk if rule is not None else None
-        transaction.on_commit(
-            lambda: send_test.apply_async(
-                kwargs={"channel_id": channel_id, "rule_id": rule_id, "requested_by": str(actor)}
-            )
+        # Written with the audit entry; published after commit within a bounded wait, or by the
+        # outbox sweeper when the broker is down or hung (the request answers 202 either way).
+        outbox.send_after_commit(
+            "memoryhub.alerting.send_test",
+            {"channel_id": channel_id, "rule_id": rule_id, "requested_by": str(actor)},
+            tenant=target.tenant,
         )

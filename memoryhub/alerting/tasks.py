@@ -37,12 +37,24 @@ def rollup_metrics(self) -> int:
 
 
 @app.task(name="memoryhub.alerting.send_test", bind=True, ignore_result=True, expires=3600)
-def send_test(self, channel_id: int | None = None, rule_id: int | None = None, requested_by: str = "") -> int:
+def send_test(
+    self,
+    channel_id: int | None = None,
+    rule_id: int | None = None,
+    requested_by: str = "",
+    outbox_id: int | None = None,
+) -> int:
     """A test-send asked for from the API or a page; delivered here, never in the request.
 
     Not acks_late: a redelivered test would notify twice, and a lost one is simply re-asked.
+    ``outbox_id`` is claimed first: a message published twice (request, then sweeper) sends once.
     """
+    from memoryhub import outbox
+
     from .deliver import send_test as run
+
+    if not outbox.claim(outbox_id):
+        return 0
 
     actor = Actor.worker(self.name, self.request.id or "")
     return len(run(channel_id=channel_id, rule_id=rule_id, actor=actor))

@@ -20,6 +20,7 @@ from rest_framework.response import Response
 
 from memoryhub.alerting import services
 from memoryhub.api.common import TenantAPIView, body_object, int_param, list_responses
+from memoryhub.api.fields import SafeIsoDateTimeFilter
 from memoryhub.api.serializers import ErrorSerializer
 from memoryhub.errors import InvalidInput, NotFound
 from memoryhub.metrics import METRICS, ROLLUP_BUCKET, series, snapshot
@@ -34,6 +35,7 @@ from memoryhub.models import (
     Comparator,
     Notification,
     Role,
+    role_at_least,
 )
 
 # --- serializers ----------------------------------------------------------------------------
@@ -93,7 +95,16 @@ class RuleInputSerializer(serializers.Serializer):
     muted_until = serializers.DateTimeField(allow_null=True, required=False)
 
 
+def sees_delivery_internals(request) -> bool:
+    """Channel admins see URLs, delivery errors and status codes; other members see only whether
+    a channel is healthy (an error can name internal hosts or carry a receiver's words)."""
+    return request is not None and role_at_least(getattr(request, "role", None), Role.ADMIN)
+
+
 class ChannelSerializer(serializers.ModelSerializer):
+    """Pass ``context={"request": request}``: without an admin's request the delivery internals
+    (URL path, last error, disabled reason) are blanked."""
+
     url = serializers.SerializerMethodField()
     # Blank for webhook/Slack channels, so not documented as format "email".
     email = serializers.CharField(read_only=True)
@@ -120,11 +131,22 @@ class ChannelSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_url(self, obj: Channel) -> str:
-        # A Slack-style incoming-webhook URL is itself a credential: show only its host.
-        if obj.kind == ChannelKind.SLACK and obj.url:
+        # A Slack-style incoming-webhook URL is itself a credential: show only its host; a
+        # non-admin sees only the host of any URL.
+        if obj.url and (obj.kind == ChannelKind.SLACK or not self._internals()):
             parts = urlsplit(obj.url)
-            return f"{parts.scheme}://{parts.netloc}/…"
+            return f"{parts.scheme}://{parts.hostname}/…"
         return obj.url
+
+    def _internals(self) -> bool:
+        return sees_delivery_internals(self.context.get("request"))
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        if not self._internals():
+            data["last_error"] = ""
+            data["disabled_reason"] = "disabled after a delivery error" if data["disabled_at"] else ""
+        return data
 
     def get_secret_set(self, obj: Channel) -> bool:
         return bool(obj.secret)
@@ -145,10 +167,18 @@ class ChannelInputSerializer(serializers.Serializer):
 
 
 class NotificationSerializer(serializers.ModelSerializer):
+    """Non-admins see whether an attempt succeeded, not its status code or error."""
+
     class Meta:
         model = Notification
         fields = ["id", "alert_event", "channel", "kind", "at", "ok", "status_code", "error"]
         read_only_fields = fields
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        if not sees_delivery_internals(self.context.get("request")):
+            data["status_code"], data["error"] = None, ""
+        return data
 
 
 class AlertSerializer(serializers.ModelSerializer):
@@ -341,12 +371,7 @@ class RuleMute(TenantAPIView):
         data = body_object(request)
         rule = _rule(request, pk)
         if "minutes" in data:
-            minutes = data["minutes"]
-            if isinstance(minutes, bool) or not isinstance(minutes, int) or minutes < 0:
-                raise InvalidInput(
-                    "minutes: must be a non-negative integer", code="invalid_field", field="minutes"
-                )
-            until = timezone.now() + timedelta(minutes=minutes) if minutes else None
+            until = services.mute_until_minutes(data["minutes"])
         elif "until" in data:
             until = services.parse_moment(data["until"], "until")
         else:
@@ -384,7 +409,9 @@ class ChannelListCreate(generics.ListAPIView, TenantAPIView):
     @extend_schema(request=ChannelInputSerializer, responses={201: ChannelSerializer, 400: ErrorSerializer})
     def post(self, request):
         channel = services.create_channel(request.tenant, body_object(request), self.actor())
-        return Response(ChannelSerializer(channel).data, status=status.HTTP_201_CREATED)
+        return Response(
+            ChannelSerializer(channel, context={"request": request}).data, status=status.HTTP_201_CREATED
+        )
 
 
 class ChannelDetail(TenantAPIView):
@@ -392,7 +419,7 @@ class ChannelDetail(TenantAPIView):
 
     @extend_schema(responses={200: ChannelSerializer, 404: ErrorSerializer})
     def get(self, request, pk: int):
-        return Response(ChannelSerializer(_channel(request, pk)).data)
+        return Response(ChannelSerializer(_channel(request, pk), context={"request": request}).data)
 
     @extend_schema(
         request=ChannelInputSerializer,
@@ -401,7 +428,7 @@ class ChannelDetail(TenantAPIView):
     )
     def patch(self, request, pk: int):
         channel = services.update_channel(_channel(request, pk), body_object(request), self.actor())
-        return Response(ChannelSerializer(channel).data)
+        return Response(ChannelSerializer(channel, context={"request": request}).data)
 
     @extend_schema(
         request=ChannelInputSerializer,
@@ -435,7 +462,7 @@ class ChannelEnable(TenantAPIView):
     @extend_schema(request=None, responses={200: ChannelSerializer, 404: ErrorSerializer})
     def post(self, request, pk: int):
         channel = services.enable_channel(_channel(request, pk), self.actor())
-        return Response(ChannelSerializer(channel).data)
+        return Response(ChannelSerializer(channel, context={"request": request}).data)
 
 
 class ChannelNotifications(TenantAPIView):
@@ -448,14 +475,17 @@ class ChannelNotifications(TenantAPIView):
         limit = int_param(request.query_params, "limit", 50, minimum=1, maximum=500) or 50
         rows = Notification.objects.filter(channel=channel).order_by("-at", "-id")[:limit]
         return Response(
-            {"channel_id": channel.pk, "notifications": NotificationSerializer(rows, many=True).data}
+            {
+                "channel_id": channel.pk,
+                "notifications": NotificationSerializer(rows, many=True, context={"request": request}).data,
+            }
         )
 
 
 class AlertFilter(django_filters.FilterSet):
     rule = django_filters.NumberFilter(field_name="rule_id")
     to_state = django_filters.ChoiceFilter(choices=AlertState.choices)
-    since = django_filters.IsoDateTimeFilter(field_name="at", lookup_expr="gte")
+    since = SafeIsoDateTimeFilter(field_name="at", lookup_expr="gte")
 
     class Meta:
         model = AlertEvent

@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import DataError as DatabaseDataError
 from django.db import InterfaceError as DatabaseInterfaceError
 from django.db import OperationalError as DatabaseOperationalError
 from django.http import Http404, JsonResponse
@@ -69,6 +70,18 @@ def json_exception_handler(exc: Exception, context: dict[str, Any]) -> Response 
         )
         response["Retry-After"] = "1"
         return response
+    if isinstance(exc, DatabaseDataError):
+        # Safety net behind the edge validation (parser, fields, services): a value the database
+        # refused (out of range, unstorable text or time zone). The statement's transaction rolled
+        # back, so nothing was written; the gap in validation is logged to be closed.
+        logger.error("input reached the database unvalidated: %s", exc)
+        return Response(
+            {
+                "error": "invalid_value",
+                "detail": "A value in the request is out of the range the server can store.",
+            },
+            status=status.HTTP_400_BAD_REQUEST,
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     elif isinstance(exc, DjangoPermissionDenied):

@@ -223,14 +223,13 @@ def request_compaction(
 
 def enqueue(job_id: int) -> bool:
     """Hand the job to the broker. On failure the job stays in the outbox (PENDING) for the sweeper."""
+    from memoryhub.celery import publish
     from memoryhub.compaction.tasks import run_compaction
 
     try:
-        run_compaction.apply_async(
-            args=[job_id],
-            retry=True,
-            retry_policy={"max_retries": 1, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 1},
-        )
+        # Bounded (MEMORYHUB_BROKER_PUBLISH_TIMEOUT per step, no retries): a down or hung broker
+        # costs the request that long at most; the sweeper is the retry.
+        publish(run_compaction, args=[job_id])
     except Exception as exc:  # any publish failure: the outbox row is the durable record
         logger.warning("compaction job %s not enqueued (broker unreachable?): %s", job_id, exc)
         CompactionJob.objects.filter(pk=job_id).update(enqueue_attempts=F("enqueue_attempts") + 1)

@@ -14,6 +14,7 @@ from .alerts import (
 from .compaction import CompactionJob, JobStatus
 from .metrics import MetricSample
 from .otel import OtelSpan, SpanMapping
+from .outbox import OutboxMessage
 from .quality import EstimateSource, TokenEstimate
 from .summaries import (
     SUMMARY_SCHEMA,
@@ -53,6 +54,7 @@ __all__ = [
     "MetricSample",
     "Notification",
     "OtelSpan",
+    "OutboxMessage",
     "Role",
     "SideEffect",
     "SpanMapping",

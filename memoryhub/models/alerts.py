@@ -36,6 +36,14 @@ class Channel(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.kind})"
 
+    @property
+    def url_host(self) -> str:
+        """Scheme and host of the URL only (what non-admins are shown: paths can hold tokens)."""
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.url) if self.url else None
+        return f"{parts.scheme}://{parts.hostname}/…" if parts and parts.hostname else ""
+
 
 class AlertState(models.TextChoices):
     OK = "ok"

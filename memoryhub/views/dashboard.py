@@ -35,6 +35,7 @@ from django.utils.http import urlencode
 from memoryhub import figures, metrics
 from memoryhub import lifecycle as lifecycle_rules
 from memoryhub.alerting.firing import firing
+from memoryhub.api.fields import SafeDateTimeField
 from memoryhub.models import (
     Artifact,
     CompactionJob,
@@ -771,8 +772,8 @@ class WorkflowFilterForm(forms.Form):
     window = forms.ChoiceField(
         required=False, choices=[("", "any time")] + [(w.key, w.label) for w in WINDOWS.values()], label="In"
     )
-    since = forms.DateTimeField(required=False)
-    until = forms.DateTimeField(required=False)
+    since = SafeDateTimeField(required=False)
+    until = SafeDateTimeField(required=False)
     sort = forms.ChoiceField(required=False, choices=[(k, v.label) for k, v in SORTS.items()])
 
 

@@ -126,7 +126,7 @@ def test_policy_what_if_decisions_alerts_metrics_and_retention(hub):
     assert [d.action for d in hub.list_decisions("wf-p")] == ["continue"]
     assert hub.list_compactions("wf-p") == []
 
-    channel = hub.create_channel(kind="webhook", name="ops", url="http://127.0.0.1:9/hook")
+    channel = hub.create_channel(kind="webhook", name="ops", url="https://hooks.example.com/ops")
     rule = hub.create_alert_rule(
         name="unvalidated consumers",
         metric="unvalidated_consumptions",

@@ -23,7 +23,9 @@ CHANNELS = "/api/v1/channels/"
 
 
 @pytest.fixture
-def receiver():
+def receiver(settings):
+    # The receiver listens on loopback, which channels may only reach through the allow-list.
+    settings.MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = ["127.0.0.1/32"]
     server = Receiver().start()
     yield server
     server.stop()

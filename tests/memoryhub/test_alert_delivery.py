@@ -25,7 +25,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def receiver():
+def receiver(settings):
+    # The receiver listens on loopback, which channels may only reach through the allow-list.
+    settings.MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = ["127.0.0.1/32"]
     server = Receiver().start()
     yield server
     server.stop()
@@ -143,7 +145,7 @@ def test_invalid_url_is_permanent(tenant, receiver):
     stale_rule(tenant, channel)
     go_critical(tenant)
     (notification,) = deliver_pending()
-    assert not notification.ok and "invalid URL" in notification.error
+    assert not notification.ok and "must be an http(s) URL" in notification.error
     channel.refresh_from_db()
     assert channel.disabled_at is not None
 

@@ -23,7 +23,9 @@ from .summary_helpers import WORKER, activated, build_workflow, candidate, valid
 
 
 @pytest.fixture
-def receiver():
+def receiver(settings):
+    # The receiver listens on loopback, which channels may only reach through the allow-list.
+    settings.MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = ["127.0.0.1/32"]
     server = Receiver().start()
     yield server
     server.stop()
@@ -106,7 +108,9 @@ def test_a_real_worker_evaluates_delivers_and_sends_test_notifications(tenant, a
     incident(tenant)
     app.control.purge()
     try:
-        with running_worker(log_dir=tmp_path, name="alerts"):
+        # The worker process reads the allow-list from its environment, like a deployment would.
+        env = {"MEMORYHUB_CHANNEL_ALLOWED_NETWORKS": "127.0.0.1/32"}
+        with running_worker(log_dir=tmp_path, name="alerts", env=env):
             # The API only queues the test-send (after commit); the worker sends it.
             response = alice.api.post(f"/api/v1/channels/{channel.pk}/test/")
             assert response.status_code == 202

@@ -23,10 +23,11 @@ def send(channel: Channel, message: Message) -> DeliveryResult:
             [channel.email],
             fail_silently=False,
         )
-    except smtplib.SMTPRecipientsRefused as exc:
-        return DeliveryResult.failed(f"recipient refused: {exc}", permanent=True)
+    except smtplib.SMTPRecipientsRefused:
+        # The server's own words are not kept (they are shown to users): a short reason only.
+        return DeliveryResult.failed("recipient refused by the mail server", permanent=True)
     except (smtplib.SMTPException, OSError) as exc:
-        return DeliveryResult.failed(f"{type(exc).__name__}: {exc}")
+        return DeliveryResult.failed(f"mail server error ({type(exc).__name__})")
     if not sent:
         return DeliveryResult.failed("the email backend accepted no message")
     return DeliveryResult(ok=True)

@@ -1,0 +1,90 @@
+"""Input field types shared by the API, the pages and the services: values are checked against
+what the database can store before any query sees them.
+
+* date-times: ISO 8601, aware (naive = UTC), UTC offset within ±14:00 (the real-world range;
+  PostgreSQL refuses displacements beyond ±15:59 at query time), and convertible to UTC within
+  years 1..9999. Stored and compared in UTC.
+* integers: MAX_INT32 for 32-bit columns and token/second counts (tokens, budgets, minutes);
+  the JSON parser already refuses anything beyond 64 bits.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import django_filters
+from django import forms
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+MAX_INT32 = 2**31 - 1
+MAX_UTC_OFFSET = timedelta(hours=14)
+
+
+class BadMoment(ValueError):
+    """Why a date-time cannot be used (a readable sentence)."""
+
+
+def check_moment(moment: datetime) -> datetime:
+    """``moment`` as an aware UTC datetime; raises BadMoment for an unstorable one."""
+    if timezone.is_naive(moment):
+        moment = moment.replace(tzinfo=UTC)
+    offset = moment.utcoffset() or timedelta(0)
+    if abs(offset) > MAX_UTC_OFFSET:
+        raise BadMoment("has a UTC offset beyond ±14:00")
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise BadMoment("is out of range once converted to UTC")
+
+
+def parse_moment_text(value: str) -> datetime:
+    """Parse an ISO 8601 date-time (see :func:`check_moment`); raises BadMoment."""
+    try:
+        moment = parse_datetime(value.strip())
+    except ValueError:  # well-formed but impossible: month 13, offset +99:00
+        raise BadMoment("is not a valid date-time")
+    if moment is None:
+        raise BadMoment("must be an ISO 8601 date-time")
+    return check_moment(moment)
+
+
+class SafeIsoDateTimeField(django_filters.fields.IsoDateTimeField):
+    """django-filter's ISO date-time field, with :func:`check_moment`."""
+
+    def strptime(self, value: Any, format: str) -> datetime:
+        try:
+            return parse_moment_text(str(value))
+        except BadMoment as exc:
+            raise ValueError(str(exc))
+
+    def to_python(self, value: Any) -> datetime | None:
+        moment = super().to_python(value)
+        if moment is None:
+            return None
+        try:
+            return check_moment(moment)
+        except BadMoment as exc:
+            raise ValidationError(f"Enter a valid date-time: it {exc}.", code="invalid")
+
+
+class SafeIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = SafeIsoDateTimeField
+
+
+class SafeDateTimeField(forms.DateTimeField):
+    """Page forms' date-time field, with :func:`check_moment`."""
+
+    def to_python(self, value: Any) -> datetime | None:
+        try:
+            moment = super().to_python(value)
+        except (ValueError, OverflowError):
+            raise ValidationError("Enter a valid date/time.", code="invalid")
+        if moment is None:
+            return None
+        try:
+            return check_moment(moment)
+        except BadMoment as exc:
+            raise ValidationError(f"Enter a valid date/time: it {exc}.", code="invalid")
