@@ -29,6 +29,7 @@ Rules every function here keeps:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -52,6 +53,7 @@ from memoryhub.models import (
     Workflow,
     role_at_least,
 )
+from memoryhub.opaque import OPAQUE_SCHEMA, OPAQUE_VALIDATOR_VERSION, opaque_checks
 
 S = SummaryStatus
 A = LifecycleAction
@@ -387,13 +389,32 @@ def source_events(workflow: Workflow, start: int, end: int) -> list:
     ]
 
 
-def run_validator(summary: Summary):
-    """Run ``memoryhub.validation.validate_summary`` on the stored bytes (no lock held)."""
-    from memoryhub.validation import validate_summary
+def run_validator(summary: Summary, version: str | None = None):
+    """Run ``memoryhub.validation.validate_summary`` on the stored bytes (no lock held).
+
+    ``version`` defaults to the workflow policy's ``quality.validator`` (rules-6 unless set),
+    whose floors rules-6 applies; rules-5 stays available for the history it validated.
+    """
+    from memoryhub.quality import merged_quality
+    from memoryhub.validation import ValidationOutcome, validate_summary
     from memoryhub.workflows import workflow_encoding
+    from triggers.services import policy_for
 
     wf = Workflow.objects.select_related("active_summary").get(pk=summary.workflow_id)
     active = wf.active_summary if wf.active_summary_id and wf.active_summary_id != summary.pk else None
+    if summary.content_schema == OPAQUE_SCHEMA:
+        # Opaque (observed) content: only integrity and coverage can be checked; the rest is unverifiable.
+        checks, reasons = opaque_checks(
+            summary.content.encode("utf-8"),
+            summary.content_hash,
+            summary.covers_from_seq,
+            summary.covers_to_seq,
+            active.covers_to_seq if active else None,
+            wf.head_seq,
+        )
+        return ValidationOutcome(OPAQUE_VALIDATOR_VERSION, checks, 0.0, not reasons, reasons)
+    quality = merged_quality(policy_for(wf).quality)
+    version = version or quality["validator"]
     return validate_summary(
         summary.content.encode("utf-8"),
         summary.content_hash,
@@ -404,22 +425,35 @@ def run_validator(summary: Summary):
         summary.token_budget,
         wf.head_seq,
         encoding=workflow_encoding(wf),
+        version=version,
+        quality=quality,
+        previous_content=_content_or_none(active),
     )
 
 
-def validate(summary: Summary, actor: Actor, *, outcome=None) -> Summary:
+def _content_or_none(summary: Summary | None):
+    if summary is None:
+        return None
+    try:
+        return json.loads(summary.content)
+    except ValueError:
+        return None
+
+
+def validate(summary: Summary, actor: Actor, *, outcome=None, validator: str | None = None) -> Summary:
     """CANDIDATE → VALIDATED (every check passed) or REJECTED, with a new ValidationRecord.
 
     ``outcome`` (a ``ValidationOutcome``) may be supplied by a caller that already ran the
-    validator; otherwise it runs here, before the lock is taken.
+    validator; otherwise it runs here, before the lock is taken. ``validator`` names the rule
+    set (default: the policy's).
     """
     current = Summary.objects.filter(pk=summary.pk).values_list("status", flat=True).get()
     if outcome is None and current == S.CANDIDATE:
-        outcome = run_validator(summary)  # the expensive part, before the lock
+        outcome = run_validator(summary, validator)  # the expensive part, before the lock
 
     def body(wf: Workflow, s: Summary) -> Summary:
         _check_from(wf, s, A.VALIDATE, actor)
-        result = outcome or run_validator(s)  # it became a CANDIDATE meanwhile (a release)
+        result = outcome or run_validator(s, validator)  # it became a CANDIDATE meanwhile (a release)
         ValidationRecord.objects.create(
             summary=s,
             validator_version=result.validator_version,

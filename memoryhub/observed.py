@@ -39,6 +39,7 @@ from memoryhub.errors import Conflict, InvalidInput
 from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, Workflow
 from memoryhub.opaque import opaque_content
 from memoryhub.summaries import COMPACTOR_FIELDS, create_summary, max_summary_bytes
+from memoryhub.validation import NON_WAIVABLE
 
 COMPACTOR_EXTRA = frozenset({"settings", "provider"})
 TRIGGER_KINDS = frozenset({"auto", "manual", "threshold", "unknown"})
@@ -154,6 +155,22 @@ def _content(text: Any, opaque: Any) -> dict[str, Any]:
     return opaque_content(opaque.get("digest"), opaque.get("size_bytes"), opaque.get("media_type") or "")  # type: ignore[arg-type]
 
 
+def _accept_as_observed(summary: Summary, record: Any, actor: Actor) -> Summary:
+    """The framework already replaced its history with this summary: MemoryHub cannot refuse
+    what happened, only judge it. The failed checks stay on the record (they count as validation
+    failures, the summary page and alerts show them); the observer waives them, saying so, so
+    the active pointer shows what the model actually reads. A broken hash is never waived."""
+    failed = lifecycle.failed_checks(record)
+    if not failed or set(failed) & NON_WAIVABLE:
+        return summary
+    return lifecycle.waive(
+        summary,
+        failed,
+        actor,
+        "observed compaction: the framework already reads this summary; its failed checks stay on the record",
+    )
+
+
 def _key(workflow: Workflow, observation_id: str) -> str:
     return f"observed/{workflow.tenant_id}/{workflow.pk}/{observation_id}"
 
@@ -267,6 +284,8 @@ def record_observed_compaction(
     summary = lifecycle.validate(summary, actor)
     record = summary.validations.order_by("-created_at", "-id").first()
     validation = record.result if record else "not_validated"
+    if activate and summary.status == SummaryStatus.REJECTED:
+        summary = _accept_as_observed(summary, record, actor)
     outcome = "not_validated"
     if activate and summary.status == SummaryStatus.VALIDATED:
         revision = Workflow.objects.filter(pk=workflow.pk).values_list("active_revision", flat=True).get()

@@ -78,7 +78,9 @@ def test_min_seq_guards_read_after_write(api, tenant):
         "detail": "workflow head is 3, below min_seq 4: refusing to serve stale context",
         "head_seq": 3,
         "min_seq": 4,
+        "retry_after": 1,
     }
+    assert r["Retry-After"] == "1"  # a replica behind min_seq catches up: the client retries
     bad = read(api, min_seq="three")
     assert bad.status_code == 400 and bad.json()["error"] == "invalid_parameter"
 

@@ -17,6 +17,8 @@ from memoryhub.traces import record_artifact, record_trace
 from tests.helpers import append, make_workflow
 
 ACTOR = Actor.system("claude-code-hook")
+# A summary that keeps what the covered turns say (passes the default rules-6 validator).
+KEEPS_ALL = "The user works on the payments service; the API returns 401 Unauthorized."
 CLAUDE = {"name": "claude-code", "model": "claude-sonnet-4-5", "settings": {"autoCompact": True}}
 
 
@@ -39,7 +41,7 @@ def test_text_compaction_is_a_validated_active_version_with_all_eight_groups(ten
     result = record_observed_compaction(
         wf,
         covers_to_seq=4,
-        text="The user works on the payments service.",
+        text=KEEPS_ALL,
         compactor=CLAUDE,
         trigger={"kind": "auto", "pre_tokens": 155_000},
         observation_id="uuid-boundary-1",
@@ -57,7 +59,7 @@ def test_text_compaction_is_a_validated_active_version_with_all_eight_groups(ten
     assert detail["source_lineage"]["watermark"] == 4 and detail["identity"]["job"]["job_id"] == result.job.pk
     assert detail["validation"]["latest"]["result"] == "passed"
     assert [e["action"] for e in detail["activation"]["events"]] == ["validate", "activate"]
-    assert detail["content"]["narrative"] == "The user works on the payments service."
+    assert detail["content"]["narrative"] == KEEPS_ALL
     assert verify_summary(s)["match"]
     job = CompactionJob.objects.get(pk=result.job.pk)
     assert job.status == "SUCCEEDED" and job.tokens_in == 155_000 and job.outcome == "activated"
@@ -122,7 +124,7 @@ def test_second_compaction_supersedes_and_an_older_watermark_is_refused(tenant):
 def test_stale_when_another_activation_lands_first(tenant, monkeypatch):
     wf = _session(tenant)
     other = record_observed_compaction(
-        wf, covers_to_seq=2, text="other", compactor=CLAUDE, actor=ACTOR, activate=False
+        wf, covers_to_seq=2, text=KEEPS_ALL, compactor=CLAUDE, actor=ACTOR, activate=False
     )
     assert other.activation == "recorded"
     real_activate = lifecycle.activate
@@ -132,7 +134,9 @@ def test_stale_when_another_activation_lands_first(tenant, monkeypatch):
         return real_activate(summary, expected, actor, **kw)
 
     monkeypatch.setattr(lifecycle, "activate", racing)
-    result = record_observed_compaction(wf, covers_to_seq=4, text="mine", compactor=CLAUDE, actor=ACTOR)
+    result = record_observed_compaction(
+        wf, covers_to_seq=4, text=KEEPS_ALL + " Still on it.", compactor=CLAUDE, actor=ACTOR
+    )
     assert result.activation == "stale" and result.summary.status == SummaryStatus.VALIDATED
 
 
@@ -225,7 +229,7 @@ def test_api_records_lists_and_rejects_with_json_errors(api, tenant, carol):
     url = "/api/v1/workflows/sess-1/observed-compactions/"
     body = {
         "covers_to_seq": 3,
-        "text": "summary",
+        "text": KEEPS_ALL,
         "compactor": CLAUDE,
         "trigger": {"kind": "manual"},
         "observation_id": "x1",
@@ -303,3 +307,20 @@ def test_summary_page_says_unverifiable_content_not_passed(tenant, alice):
     outcome = page.split("<dt>Outcome</dt>")[1].split("</dd>")[0]
     assert "unverifiable content" in outcome and "passed" not in outcome
     assert page.count('<span class="badge status-quarantined">unverifiable</span>') == 6
+
+
+def test_a_failing_observed_compaction_is_judged_but_still_recorded_as_what_the_model_reads(tenant):
+    """The framework already replaced its history: the failed checks stay on the record (and count
+    as a validation failure), the observer waives them saying why, and the pointer moves."""
+    wf = _session(tenant)
+    result = record_observed_compaction(
+        wf, covers_to_seq=4, text="The user works on the payments service.", compactor=CLAUDE, actor=ACTOR
+    )
+    assert result.validation == "failed" and result.activation == "activated"
+    first, waiver = list(result.summary.validations.order_by("created_at", "id"))
+    assert not first.passed and "salient_retention" in lifecycle.failed_checks(first)
+    assert waiver.waived_checks and waiver.waived_by == str(ACTOR)
+    waive_event = result.summary.lifecycle_events.get(action="waive")
+    assert "already reads" in waive_event.reason
+    wf.refresh_from_db()
+    assert wf.active_summary_id == result.summary.pk
