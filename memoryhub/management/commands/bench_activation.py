@@ -219,9 +219,9 @@ def _profile(
     per = totals["activation"] / count * 1000
     sql = totals["sql"] / count * 1000
     out.write(
-        f"cProfile of {count} uncontended activations: {per:.2f} ms each, of which {sql:.2f} ms "
-        f"({sql / per:.0%}) inside {totals['statements'] / count:.1f} SQL statements "
-        f"(round trips incl. commit), {per - sql:.2f} ms Python\n"
+        f"cProfile of {count} uncontended activations: {per:.2f} ms each; {sql:.2f} ms ({sql / per:.0%}) "
+        f"inside {totals['statements'] / count:.1f} SQL statements, {per - sql:.2f} ms outside them "
+        "(commits and their WAL flush, Python: see psycopg's wait and the lifecycle/audit entries)\n"
     )
     stats = pstats.Stats(profiler, stream=out)
     stats.strip_dirs().sort_stats("cumulative").print_stats(25)
