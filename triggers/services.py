@@ -519,6 +519,37 @@ def decide(
 DURABLE_ACTIONS = frozenset({ACTION_COMPACT, ACTION_RETRIEVE_OR_BLOCK})
 
 
+_CONTINUE_INSERT = "memoryhub_continue_decision"
+_prepared_inserts: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _continue_insert_sql(fields: list[Any], placeholders: list[str]) -> str:
+    qn = connection.ops.quote_name
+    meta = TriggerDecision._meta
+    return (
+        f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+        f"VALUES ({', '.join(placeholders)}) "
+        # RETURNING runs before the statement's transaction commits, so the commit is asynchronous.
+        f"RETURNING {qn(meta.pk.column)}, set_config('synchronous_commit', 'off', true)"
+    )
+
+
+def _execute_prepared(cursor: Any, name: str, build: Any, fields: list[Any], values: list[Any]) -> None:
+    """The INSERT as a named prepared statement per database session (parsing and planning it
+    cost as much as running it), or plain when prepared statements are off (a pooler)."""
+    if not settings.MEMORYHUB_PREPARE_DECISION_READ:
+        cursor.execute(build(fields, ["%s"] * len(fields)), values)
+        return
+    session = connection.connection
+    if session not in _prepared_inserts:
+        types = ", ".join(f.db_type(connection) for f in fields)
+        cursor.execute(
+            f"PREPARE {name} ({types}) AS " + build(fields, [f"${i}" for i in range(1, len(fields) + 1)])
+        )
+        _prepared_inserts.add(session)
+    cursor.execute(f"EXECUTE {name} ({', '.join(['%s'] * len(values))})", values)
+
+
 def _log_without_commit_wait(row: TriggerDecision) -> TriggerDecision:
     """INSERT a "continue" decision as its own transaction with ``synchronous_commit`` off.
 
@@ -531,17 +562,10 @@ def _log_without_commit_wait(row: TriggerDecision) -> TriggerDecision:
     answers ``decision_id: null`` for it (the row still appears in the decision log).
     """
     meta = TriggerDecision._meta
-    qn = connection.ops.quote_name
     fields = [f for f in meta.concrete_fields if not f.primary_key]
     values = [f.get_db_prep_save(f.pre_save(row, True), connection) for f in fields]
-    sql = (
-        f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
-        f"VALUES ({', '.join(['%s'] * len(fields))}) "
-        # RETURNING runs before the statement's transaction commits, so the commit is asynchronous.
-        f"RETURNING {qn(meta.pk.column)}, set_config('synchronous_commit', 'off', true)"
-    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, values)
+        _execute_prepared(cursor, _CONTINUE_INSERT, _continue_insert_sql, fields, values)
         pk, _setting = cursor.fetchone()
     row.pk = pk
     row._state.adding = False
