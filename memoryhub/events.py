@@ -234,10 +234,7 @@ def append_events(
         wf = Workflow.objects.select_for_update().get(pk=workflow.pk)
         existing: dict[str, Event] = {}
         if ids:
-            existing = {
-                cast(str, e.client_event_id): e
-                for e in Event.objects.filter(workflow=wf, client_event_id__in=ids)
-            }
+            existing = {cast(str, e.client_event_id): e for e in _stored_with_client_ids(wf, ids)}
         for i, event in enumerate(events):
             prior = existing.get(event.client_event_id or "")
             differ = resend_differences(prior, event) if prior is not None else []
@@ -322,6 +319,28 @@ def _policy_model(workflow: Workflow) -> str:
     from triggers.services import policy_for  # triggers sits above memoryhub's primitives
 
     return policy_for(workflow).model
+
+
+def _stored_with_client_ids(wf: Workflow, ids: list[str]) -> Iterable[Event]:
+    """The workflow's events already stored under any of ``ids`` (a re-send), by index lookups.
+
+    On PostgreSQL one probe of the (workflow, client_event_id) index per id, whatever the
+    statistics say: with ``client_event_id IN (…1,000 ids…)`` a planner that has not analyzed a
+    growing partition yet estimates a few hundred rows for the workflow and reads *all* of its
+    events instead — 0.4 s per batch at 400k events, which made ingest slow down as history grew.
+    A LATERAL probe per id (not flattenable: LIMIT 1) cannot turn into a scan of the workflow.
+    """
+    if connection.vendor != "postgresql":
+        return Event.objects.filter(workflow=wf, client_event_id__in=ids)
+    table = connection.ops.quote_name(Event._meta.db_table)
+    return Event.objects.raw(
+        f"SELECT e.* FROM unnest(%s::text[]) AS wanted(client_event_id) "
+        f"CROSS JOIN LATERAL (SELECT * FROM {table} WHERE workflow_id = %s "
+        # LIMIT 1 (the pair is unique) keeps the subquery from being flattened into a join the
+        # planner could hash over the whole workflow.
+        f"AND client_event_id = wanted.client_event_id LIMIT 1) AS e",
+        [list(dict.fromkeys(ids)), wf.pk],
+    )
 
 
 def _json_list(value: list | None) -> str:

@@ -67,7 +67,9 @@ class DecisionSerializer(serializers.Serializer):
     fired = serializers.ListField(child=serializers.CharField())
     blocked_by = serializers.ListField(child=serializers.CharField())
     suppressed_by = serializers.CharField(allow_null=True)
+    # null for the what-if, and for a "continue" whose log row was committed asynchronously.
     decision_id = serializers.IntegerField(allow_null=True)
+    durable = serializers.BooleanField(required=False)
 
 
 class TriggerRequestSerializer(serializers.Serializer):

@@ -86,6 +86,10 @@ class TriggerDecision(models.Model):
     actor = models.CharField(max_length=200, blank=True)
     at = models.DateTimeField(auto_now_add=True)
 
+    # Not a column: False on a "continue" row just written with an asynchronous commit, which a
+    # crash could still lose (triggers.services._log_without_commit_wait); rows read back are True.
+    durable = True
+
     class Meta:
         ordering = ["-at", "-id"]
         indexes = [

@@ -503,6 +503,36 @@ def decide(
     }
     details["policy_source"] = source
     details["enqueue_requested"] = bool(enqueue)
+    # Decisions that act (compact, retrieve_or_block), ask for a job or run inside a caller's
+    # transaction are committed synchronously and returned with their decision_id. A plain
+    # "continue" is the hot path an agent calls before every step: its row is written without
+    # waiting for the WAL flush (see _log_without_commit_wait).
+    if (
+        not enqueue
+        and decision.action not in DURABLE_ACTIONS
+        and connection.vendor == "postgresql"
+        and connection.get_autocommit()
+        and not connection.in_atomic_block
+    ):
+        return _log_without_commit_wait(
+            TriggerDecision(
+                tenant_id=workflow.tenant_id,
+                workflow=workflow,
+                action=decision.action,
+                strategy=decision.strategy or "",
+                reasons=decision.reasons,
+                inputs=asdict(decision_inputs),
+                current_tokens=decision.current_tokens,
+                expected_next_step_tokens=decision.expected_next_step_tokens,
+                projected_tokens=decision.projected_tokens,
+                safe_budget=decision.safe_budget,
+                target_tokens=decision.target_tokens,
+                hard_limit=decision.hard_limit,
+                details=details,
+                head_seq=workflow.head_seq,
+                actor=str(actor),
+            )
+        )
     # One INSERT is atomic on its own; the transaction is only needed to tie a job to its decision.
     with transaction.atomic() if enqueue or estimate else nullcontext():
         job = None
@@ -540,6 +570,65 @@ def decide(
     return row
 
 
+# Decisions whose log row is always committed synchronously (never lost in a crash).
+DURABLE_ACTIONS = frozenset({ACTION_COMPACT, ACTION_RETRIEVE_OR_BLOCK})
+
+
+_CONTINUE_INSERT = "memoryhub_continue_decision"
+_prepared_inserts: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _continue_insert_sql(fields: list[Any], placeholders: list[str]) -> str:
+    qn = connection.ops.quote_name
+    meta = TriggerDecision._meta
+    return (
+        f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+        f"VALUES ({', '.join(placeholders)}) "
+        # RETURNING runs before the statement's transaction commits, so the commit is asynchronous.
+        f"RETURNING {qn(meta.pk.column)}, set_config('synchronous_commit', 'off', true)"
+    )
+
+
+def _execute_prepared(cursor: Any, name: str, build: Any, fields: list[Any], values: list[Any]) -> None:
+    """The INSERT as a named prepared statement per database session (parsing and planning it
+    cost as much as running it), or plain when prepared statements are off (a pooler)."""
+    if not settings.MEMORYHUB_PREPARE_DECISION_READ:
+        cursor.execute(build(fields, ["%s"] * len(fields)), values)
+        return
+    session = connection.connection
+    if session not in _prepared_inserts:
+        types = ", ".join(f.db_type(connection) for f in fields)
+        cursor.execute(
+            f"PREPARE {name} ({types}) AS " + build(fields, [f"${i}" for i in range(1, len(fields) + 1)])
+        )
+        _prepared_inserts.add(session)
+    cursor.execute(f"EXECUTE {name} ({', '.join(['%s'] * len(values))})", values)
+
+
+def _log_without_commit_wait(row: TriggerDecision) -> TriggerDecision:
+    """INSERT a "continue" decision as its own transaction with ``synchronous_commit`` off.
+
+    The commit does not wait for the WAL flush (PostgreSQL's asynchronous commit): a server crash
+    may lose the last few hundred milliseconds of such rows (at most 3 × ``wal_writer_delay``),
+    never a state change — every other write, including the next synchronous commit, flushes
+    them. ``set_config(..., true)`` is LOCAL to this one-statement transaction, so the setting
+    ends with it and does not leak to the connection's next statement. Because the row is not
+    durable when the call returns, it is handed back with ``durable = False`` and the API
+    answers ``decision_id: null`` for it (the row still appears in the decision log).
+    """
+    meta = TriggerDecision._meta
+    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    values = [f.get_db_prep_save(f.pre_save(row, True), connection) for f in fields]
+    with connection.cursor() as cursor:
+        _execute_prepared(cursor, _CONTINUE_INSERT, _continue_insert_sql, fields, values)
+        pk, _setting = cursor.fetchone()
+    row.pk = pk
+    row._state.adding = False
+    row._state.db = connection.alias
+    row.durable = False
+    return row
+
+
 def decision_payload(row: TriggerDecision) -> dict[str, Any]:
     """The contract's decision shape for a logged decision (plus the log's extras)."""
     details = row.details or {}
@@ -553,7 +642,9 @@ def decision_payload(row: TriggerDecision) -> dict[str, Any]:
         "safe_budget": row.safe_budget,
         "target_tokens": row.target_tokens,
         "hard_limit": row.hard_limit,
-        "decision_id": row.pk,
+        # Only a durable row's id is handed out (see _log_without_commit_wait).
+        "decision_id": row.pk if row.durable else None,
+        "durable": row.durable,
         "over_by": details.get("over_by", max(0, row.projected_tokens - row.safe_budget)),
         "headroom": details.get("headroom", max(0, row.safe_budget - row.projected_tokens)),
         "fired": details.get("fired", []),

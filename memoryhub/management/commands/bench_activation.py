@@ -7,22 +7,33 @@ what a compaction worker or a reviewer does. Afterwards it proves there were no 
 per workflow, active_revision grew by exactly the number of applied activations the clients saw,
 equals the number of pointer-move lifecycle events, and at most one summary is ACTIVE.
 
+``--processes N`` runs each client in its own OS process instead (threads share one GIL, so
+thread clients measure Python's lock as much as PostgreSQL's): phases of 1 process and of N
+processes alternate (``--rounds``) in one run, and the table puts their applied activations/s side
+by side; the no-lost-update checks cover every phase. ``--profile K`` then runs K uncontended
+activations under cProfile and prints where their time goes.
+
 Runs in place on the configured database (a fresh ``bench-activation-<stamp>`` tenant; the
 append-only rows it writes stay, like every other history).
 """
 
 from __future__ import annotations
 
+import cProfile
+import io
+import multiprocessing
+import pstats
 import random
 import statistics
 import threading
 import time
 from collections import Counter
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection
+from django.db import connection, connections
 
 from memoryhub import lifecycle
 from memoryhub.actors import Actor
@@ -68,6 +79,156 @@ def _setup(workflows: int, summaries: int, events: int) -> tuple[list[Workflow],
     return flows, pool
 
 
+REVIEWER = Actor.user("bench-reviewer")
+
+
+def _attempt(
+    flows: list[Workflow],
+    pool: dict[int, list[Summary]],
+    rng: random.Random,
+    worker: Actor,
+    around: Any = nullcontext,
+) -> tuple[Any, int, float]:
+    """One client iteration: read the revision, activate (or roll back to) a random version.
+    ``around`` wraps the timed activation alone (the profiler uses it)."""
+    wf = rng.choice(flows)
+    revision = Workflow.objects.values_list("active_revision", flat=True).get(pk=wf.pk)
+    target = rng.choice(pool[wf.pk])
+    status = Summary.objects.values_list("status", flat=True).get(pk=target.pk)
+    with around():
+        t0 = time.perf_counter()
+        if status == SummaryStatus.SUPERSEDED:
+            result = lifecycle.rollback(target, revision, REVIEWER, "bench: roll back")
+        else:
+            result = lifecycle.activate(target, revision, worker)
+        elapsed = time.perf_counter() - t0
+    return result, wf.pk, elapsed
+
+
+def _client_loop(
+    c: int, seed: int, seconds: float, flows: list[Workflow], pool: dict[int, list[Summary]], wait: Any
+) -> dict[str, Any]:
+    """One client racing until its deadline; returns outcome counts, applied per workflow,
+    latencies and errors (plain data, so a child process can send it back)."""
+    rng = random.Random(seed + c)
+    worker = Actor.worker("bench_activation", f"client-{c}")
+    local: Counter = Counter()
+    local_applied: Counter = Counter()
+    local_lat: list[float] = []
+    errors: list[str] = []
+    try:
+        wait()
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            result, wf_pk, elapsed = _attempt(flows, pool, rng, worker)
+            local_lat.append(elapsed)
+            local[result.outcome] += 1
+            if result.applied:
+                local_applied[wf_pk] += 1
+    except Exception as exc:  # reported, and fails the run
+        errors.append(f"client {c}: {type(exc).__name__}: {exc}")
+    finally:
+        connection.close()
+    return {"counts": local, "applied": local_applied, "latencies": local_lat, "errors": errors}
+
+
+def _process_main(c, seed, seconds, flows, pool, barrier, queue) -> None:  # pragma: no cover - child
+    queue.put(_client_loop(c, seed, seconds, flows, pool, barrier.wait))
+
+
+def _run_processes(
+    n: int, seed: int, seconds: float, flows: list[Workflow], pool: dict[int, list[Summary]]
+) -> tuple[list[dict[str, Any]], float]:
+    """N forked client processes (each opens its own connection), started together by a barrier."""
+    connections.close_all()  # never share the parent's socket with a child
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(n + 1)
+    queue = ctx.Queue()
+    procs = [
+        ctx.Process(target=_process_main, args=(c, seed, seconds, flows, pool, barrier, queue))
+        for c in range(n)
+    ]
+    for p in procs:
+        p.start()
+    barrier.wait()
+    started = time.perf_counter()
+    results = [queue.get(timeout=seconds + 120) for _ in procs]
+    elapsed = time.perf_counter() - started
+    for p in procs:
+        p.join()
+    return results, elapsed
+
+
+def _run_threads(
+    n: int, seed: int, seconds: float, flows: list[Workflow], pool: dict[int, list[Summary]]
+) -> tuple[list[dict[str, Any]], float]:
+    barrier = threading.Barrier(n)
+    results: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def client(c: int) -> None:
+        out = _client_loop(c, seed, seconds, flows, pool, barrier.wait)
+        with lock:
+            results.append(out)
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(n)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results, time.perf_counter() - started
+
+
+def _profile(
+    flows: list[Workflow], pool: dict[int, list[Summary]], seed: int, count: int
+) -> tuple[str, Counter, Counter]:
+    """``count`` uncontended activations under cProfile: the top entries by cumulative and own
+    time, and how much of an activation is spent waiting on SQL statements."""
+    rng = random.Random(seed - 1)
+    worker = Actor.worker("bench_activation", "profiled")
+    outcomes: Counter = Counter()
+    applied: Counter = Counter()
+    profiler = cProfile.Profile()
+    totals = {"activation": 0.0, "sql": 0.0, "statements": 0}
+
+    def timed_statement(execute, sql, params, many, context):
+        t0 = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            totals["sql"] += time.perf_counter() - t0
+            totals["statements"] += 1
+
+    @contextmanager
+    def around():
+        with connection.execute_wrapper(timed_statement):
+            profiler.enable()
+            try:
+                yield
+            finally:
+                profiler.disable()
+
+    for _ in range(count):
+        result, wf_pk, elapsed = _attempt(flows, pool, rng, worker, around)
+        totals["activation"] += elapsed
+        outcomes[result.outcome] += 1
+        if result.applied:
+            applied[wf_pk] += 1
+    out = io.StringIO()
+    per = totals["activation"] / count * 1000
+    sql = totals["sql"] / count * 1000
+    out.write(
+        f"cProfile of {count} uncontended activations: {per:.2f} ms each; {sql:.2f} ms ({sql / per:.0%}) "
+        f"inside {totals['statements'] / count:.1f} SQL statements, {per - sql:.2f} ms outside them "
+        "(commits and their WAL flush, Python: see psycopg's wait and the lifecycle/audit entries)\n"
+    )
+    stats = pstats.Stats(profiler, stream=out)
+    stats.strip_dirs().sort_stats("cumulative").print_stats(25)
+    stats.sort_stats("tottime").print_stats(12)
+    return out.getvalue(), outcomes, applied
+
+
 class Command(BaseCommand):
     help = "Benchmark compare-and-swap activation with concurrent clients (PostgreSQL) and check for lost updates."
 
@@ -80,14 +241,37 @@ class Command(BaseCommand):
         )
         parser.add_argument("--events", type=int, default=50, help="events per workflow (default 50)")
         parser.add_argument("--seed", type=int, default=None)
+        parser.add_argument(
+            "--processes",
+            type=int,
+            default=0,
+            help="clients as separate OS processes: alternate phases of 1 and N processes (default: threads)",
+        )
+        parser.add_argument("--rounds", type=int, default=2, help="with --processes: 1-vs-N phase pairs")
+        parser.add_argument(
+            "--profile", type=int, default=0, help="then profile this many activations with cProfile"
+        )
 
     def handle(
-        self, *args, clients: int, seconds: float, workflows: int, summaries: int, events: int, seed, **opts
+        self,
+        *args,
+        clients: int,
+        seconds: float,
+        workflows: int,
+        summaries: int,
+        events: int,
+        seed,
+        processes: int,
+        rounds: int,
+        profile: int,
+        **opts,
     ):
         if not settings.IS_POSTGRES:
             raise CommandError("bench_activation races real connections: set DATABASE_URL=postgres://…")
         if clients < 1 or workflows < 1 or summaries < 2 or seconds <= 0:
             raise CommandError("need --clients >= 1, --workflows >= 1, --summaries >= 2, --seconds > 0")
+        if processes < 0 or rounds < 1 or profile < 0:
+            raise CommandError("need --processes >= 0, --rounds >= 1, --profile >= 0")
         seed = random.randrange(2**31) if seed is None else seed
         self.stdout.write(
             f"setting up {workflows} workflows × {summaries} validated versions ({events} events each)…"
@@ -97,76 +281,69 @@ class Command(BaseCommand):
 
         counts: Counter = Counter()
         applied_per_wf: Counter = Counter()
-        latencies: list[float] = []
         errors: list[str] = []
-        lock = threading.Lock()
-        barrier = threading.Barrier(clients)
-        reviewer = Actor.user("bench-reviewer")
+        if processes:
+            # (label, runner, clients) phases: 1 process, N processes, alternating.
+            phases = [("1 process", _run_processes, 1), (f"{processes} processes", _run_processes, processes)]
+            phases = phases * rounds
+        else:
+            phases = [(f"{clients} threads", _run_threads, clients)]
+        per_phase: dict[str, list[tuple[float, float, int, list[float]]]] = {}
+        for index, (label, runner, n) in enumerate(phases):
+            self.stdout.write(f"racing: {label} for {seconds:g}s (seed {seed + 1000 * index})…")
+            results, elapsed = runner(n, seed + 1000 * index, seconds, flows, pool)
+            phase_counts: Counter = Counter()
+            lat: list[float] = []
+            for out in results:
+                phase_counts.update(out["counts"])
+                applied_per_wf.update(out["applied"])
+                lat.extend(out["latencies"])
+                errors.extend(out["errors"])
+            counts.update(phase_counts)
+            per_phase.setdefault(label, []).append(
+                (elapsed, sum(phase_counts.values()), phase_counts["applied"], lat)
+            )
 
-        def client(c: int) -> None:
-            rng = random.Random(seed + c)
-            worker = Actor.worker("bench_activation", f"client-{c}")
-            local: Counter = Counter()
-            local_applied: Counter = Counter()
-            local_lat: list[float] = []
-            try:
-                barrier.wait()
-                deadline = time.monotonic() + seconds
-                while time.monotonic() < deadline:
-                    wf = rng.choice(flows)
-                    revision = Workflow.objects.values_list("active_revision", flat=True).get(pk=wf.pk)
-                    target = rng.choice(pool[wf.pk])
-                    status = Summary.objects.values_list("status", flat=True).get(pk=target.pk)
-                    t0 = time.perf_counter()
-                    if status == SummaryStatus.SUPERSEDED:
-                        result = lifecycle.rollback(target, revision, reviewer, "bench: roll back")
-                    else:
-                        result = lifecycle.activate(target, revision, worker)
-                    local_lat.append(time.perf_counter() - t0)
-                    local[result.outcome] += 1
-                    if result.applied:
-                        local_applied[wf.pk] += 1
-            except Exception as exc:  # reported, and fails the run
-                with lock:
-                    errors.append(f"client {c}: {type(exc).__name__}: {exc}")
-            finally:
-                connection.close()
-                with lock:
-                    counts.update(local)
-                    applied_per_wf.update(local_applied)
-                    latencies.extend(local_lat)
-
-        self.stdout.write(f"racing: {clients} clients for {seconds:g}s (seed {seed})…")
-        threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
-        started = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed = time.perf_counter() - started
+        profile_text = ""
+        if profile:
+            profile_text, outcomes, applied = _profile(flows, pool, seed, profile)
+            counts.update(outcomes)
+            applied_per_wf.update(applied)
 
         report = self._verify(flows, start_revision, applied_per_wf, counts)
-        attempts = sum(counts.values())
-        lat_ms = sorted(x * 1000 for x in latencies) or [0.0]
-        rows: list[tuple[str, Any]] = [
-            ("clients", clients),
-            ("workflows", workflows),
-            ("seconds", f"{elapsed:.2f}"),
-            ("attempts", attempts),
-            ("attempts/s", f"{attempts / elapsed:.1f}"),
-            ("applied", counts["applied"]),
-            ("applied activations/s", f"{counts['applied'] / elapsed:.1f}"),
+        rows: list[tuple[str, Any]] = [("workflows", workflows)]
+        for label, runs in per_phase.items():
+            elapsed = sum(r[0] for r in runs)
+            attempts = sum(r[1] for r in runs)
+            applied_n = sum(r[2] for r in runs)
+            lat_ms = sorted(x * 1000 for r in runs for x in r[3]) or [0.0]
+            rows += [
+                (f"[{label}] seconds", f"{elapsed:.2f} ({len(runs)} phase{'s' if len(runs) > 1 else ''})"),
+                (f"[{label}] attempts/s", f"{attempts / elapsed:.1f}"),
+                (f"[{label}] applied activations/s", f"{applied_n / elapsed:.1f}"),
+                (
+                    f"[{label}] latency p50/p95 ms",
+                    f"{statistics.median(lat_ms):.1f} / {lat_ms[int(0.95 * (len(lat_ms) - 1))]:.1f}",
+                ),
+            ]
+        if processes:
+            rates = {
+                label: sum(r[2] for r in runs) / sum(r[0] for r in runs) for label, runs in per_phase.items()
+            }
+            one, many = rates["1 process"], rates[f"{processes} processes"]
+            rows.append((f"applied/s {processes} vs 1 process", f"{many / one:.2f}×" if one else "n/a"))
+        rows += [
+            ("applied (all phases)", counts["applied"]),
             ("stale (CAS lost)", counts["stale"]),
             ("refused", counts["refused"]),
-            ("latency p50 ms", f"{statistics.median(lat_ms):.1f}"),
-            ("latency p95 ms", f"{lat_ms[int(0.95 * (len(lat_ms) - 1))]:.1f}"),
-            ("latency max ms", f"{lat_ms[-1]:.1f}"),
             ("lost updates", report["lost_updates"]),
             ("invariant violations", len(report["violations"])),
             ("errors", len(errors)),
         ]
         for key, value in rows:
-            self.stdout.write(f"  {key:<24} {value}")
+            self.stdout.write(f"  {key:<36} {value}")
+        if profile_text:
+            self.stdout.write(profile_text)
         for problem in report["violations"] + errors:
             self.stderr.write(f"  ! {problem}")
         if report["lost_updates"] or report["violations"] or errors:
