@@ -8,6 +8,7 @@ UPDATE on PostgreSQL; the IMMEDIATE transaction on SQLite) and updates the runni
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
