@@ -40,14 +40,14 @@ def get_trace(tenant: Tenant, trace_id: str | int) -> ConsumerTrace:
 def _event_dict(e: Event) -> dict[str, Any]:
     return {
         "seq": e.seq,
-        "client_event_id": e.client_event_id,
+        "client_event_id": e.visible_client_event_id,
         "kind": e.kind,
         "agent": e.agent,
         "role": e.role,
         "content": e.content,
         "content_hash": e.content_hash,
         "token_count": e.token_count,
-        "tool_call_id": e.tool_call_id,
+        "tool_call_id": e.visible_tool_call_id,
         "facts": e.facts,
         "refs": e.refs,
         "side_effect": e.side_effect,

@@ -29,6 +29,7 @@ from rest_framework.fields import DateTimeField
 from memoryhub.canonical import hash_value
 from memoryhub.errors import Conflict, InvalidInput
 from memoryhub.models import Event, Summary, Workflow
+from memoryhub.models.workflows import masked_identifier
 
 MANIFEST_SCHEMA = "memoryhub.context-manifest/v1"
 CONTEXT_ID_PREFIX = "ctx_"
@@ -165,6 +166,9 @@ def _event_out(row: dict[str, Any], purge_ids: dict[int, str]) -> dict[str, Any]
     out["created_at"] = _DATETIME.to_representation(row["created_at"])
     out["purged_at"] = _DATETIME.to_representation(row["purged_at"]) if row["purged_at"] else None
     out["purge_id"] = purge_ids.get(row["purge_id"]) if row["purge_id"] else None
+    if row["purged_at"]:  # ids may quote the purged content: digests only (as Event.visible_*)
+        out["client_event_id"] = masked_identifier(row["client_event_id"])
+        out["tool_call_id"] = masked_identifier(row["tool_call_id"]) or ""
     return out
 
 

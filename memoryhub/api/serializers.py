@@ -70,6 +70,9 @@ class WorkflowCreateSerializer(serializers.Serializer):
 
 class EventSerializer(serializers.ModelSerializer):
     purge_id = serializers.SerializerMethodField()
+    # A purged event's ids are shown as digests (they may quote its content).
+    client_event_id = serializers.CharField(source="visible_client_event_id", allow_null=True, read_only=True)
+    tool_call_id = serializers.CharField(source="visible_tool_call_id", read_only=True)
 
     class Meta:
         model = Event

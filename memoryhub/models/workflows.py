@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from django.db import models
 from django.db.models import Q
 
@@ -108,6 +110,14 @@ class SideEffect(models.TextChoices):
     DONE = "done"
 
 
+def masked_identifier(value: str | None) -> str | None:
+    """A purged event's identifier as outputs show it: a digest, never its text. A client that
+    built the id from content can still tell which of its events it was by hashing its own id."""
+    if not value:
+        return value
+    return "purged:" + hashlib.sha256(value.encode("utf-8")).hexdigest()[:16]
+
+
 class Event(models.Model):
     """One committed source event. Append-only: database triggers refuse UPDATE and DELETE except
     the purge tombstone (content emptied, purged_at/purge set; seq, hashes and token counts kept)."""
@@ -176,3 +186,14 @@ class Event(models.Model):
     @property
     def is_purged(self) -> bool:
         return self.purged_at is not None
+
+    # What every output shows of the identifiers: a purged event's ids may have been built from its
+    # content, so they are shown as digests. The row keeps them (the tombstone changes nothing but
+    # the content), which is how a re-send of a purged event is still recognised.
+    @property
+    def visible_client_event_id(self) -> str | None:
+        return masked_identifier(self.client_event_id) if self.purged_at else self.client_event_id
+
+    @property
+    def visible_tool_call_id(self) -> str:
+        return (masked_identifier(self.tool_call_id) or "") if self.purged_at else self.tool_call_id

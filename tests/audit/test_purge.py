@@ -191,6 +191,17 @@ def test_after_a_purge_no_output_returns_the_purged_content(incident, alice):
         incident, {"artifact_id": "T-77", "kind": "report", "produced_by": {"model_call_id": "call-1"}}, ACTOR
     )
     investigate(artifact, "Jane Roe", ACTOR)
+    # A client that builds ids from content: the tool call's ids quote the customer's charge.
+    fact = {"key": "customer:jane-roe", "kind": "issue", "text": "refund lookup", "state": "open"}
+    append(
+        incident,
+        [
+            event(13, kind="tool_call", content="lookup_refund", tool_call_id="lookup-ch_8812",
+                  client_event_id="jane-roe-555-0142-call", facts=[fact]),
+            event(14, kind="tool_result", content="refund pending", tool_call_id="lookup-ch_8812",
+                  client_event_id="jane-roe-555-0142-result", facts=[fact]),
+        ],
+    )  # fmt: skip
     derived_records(incident)
     before = "\n".join(_all_outputs(alice, "refunds-7"))
     assert "Jane Roe" in before  # the crawl really reaches the content
