@@ -215,7 +215,7 @@ def filtered_entries(tenant, filters: dict[str, str]):
     if filters["action"]:
         entries = entries.filter(action__startswith=filters["action"])
     if filters["object"]:
-        entries = entries.filter(Q(object_id=filters["object"]) | Q(data__workflow=filters["object"]))
+        entries = entries.filter(Q(object_id=filters["object"]) | Q(chained_data__workflow=filters["object"]))
     if filters["object_type"]:
         entries = entries.filter(object_type=filters["object_type"])
     if filters["object_id"]:

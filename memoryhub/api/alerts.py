@@ -20,7 +20,7 @@ from rest_framework.response import Response
 
 from memoryhub.alerting import services
 from memoryhub.api.common import TenantAPIView, body_object, int_param, list_responses
-from memoryhub.api.fields import SafeIsoDateTimeFilter
+from memoryhub.api.fields import SafeIntegerFilter, SafeIsoDateTimeFilter
 from memoryhub.api.serializers import ErrorSerializer
 from memoryhub.errors import InvalidInput, NotFound
 from memoryhub.metrics import METRICS, ROLLUP_BUCKET, series, snapshot
@@ -483,7 +483,7 @@ class ChannelNotifications(TenantAPIView):
 
 
 class AlertFilter(django_filters.FilterSet):
-    rule = django_filters.NumberFilter(field_name="rule_id")
+    rule = SafeIntegerFilter(field_name="rule_id")
     to_state = django_filters.ChoiceFilter(choices=AlertState.choices)
     since = SafeIsoDateTimeFilter(field_name="at", lookup_expr="gte")
 

@@ -88,3 +88,18 @@ class SafeDateTimeField(forms.DateTimeField):
             return check_moment(moment)
         except BadMoment as exc:
             raise ValidationError(f"Enter a valid date/time: it {exc}.", code="invalid")
+
+
+MAX_INT64 = 2**63 - 1
+
+
+class SafeIntegerFilter(django_filters.NumberFilter):
+    """A whole-number filter bounded to what a 64-bit column holds (ids, token counts): a float,
+    ``1e49`` or ``2**63`` is a 400, never an overflow inside the database driver."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", 0)
+        kwargs.setdefault("max_value", MAX_INT64)
+        super().__init__(*args, **kwargs)

@@ -9,6 +9,7 @@ from rest_framework import generics, status
 from rest_framework.response import Response
 
 from memoryhub.api.common import WF, TenantAPIView, body_object, int_param, list_responses
+from memoryhub.api.fields import SafeIntegerFilter
 from memoryhub.api.serializers import (
     AppendBatchSerializer,
     AppendResultSerializer,
@@ -28,7 +29,7 @@ class WorkflowFilter(django_filters.FilterSet):
     has_active_summary = django_filters.BooleanFilter(
         field_name="active_summary", lookup_expr="isnull", exclude=True
     )
-    min_tail_tokens = django_filters.NumberFilter(field_name="tail_tokens", lookup_expr="gte")
+    min_tail_tokens = SafeIntegerFilter(field_name="tail_tokens", lookup_expr="gte")
     graph_release = django_filters.CharFilter()
     source = django_filters.MultipleChoiceFilter(choices=WorkflowSource.choices)
 

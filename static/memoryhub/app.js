@@ -237,6 +237,17 @@
       history.replaceState(null, "", window.location.pathname + window.location.search + "#event-" + seq);
     }
     row.scrollIntoView({ block: "center" });
+    // Charts above the table are drawn after this and push the row down: keep it centred while
+    // the page settles (3 s at most), unless the reader scrolls first.
+    if (!window.ResizeObserver) return;
+    let reading = false;
+    const stop = function () { reading = true; };
+    ["wheel", "touchstart", "keydown", "mousedown"].forEach(function (name) {
+      window.addEventListener(name, stop, { once: true, passive: true });
+    });
+    const settle = new ResizeObserver(function () { if (!reading) row.scrollIntoView({ block: "center" }); });
+    settle.observe(document.body);
+    setTimeout(function () { settle.disconnect(); }, 3000);
   }
 
   // --- fragment polling -------------------------------------------------------------------

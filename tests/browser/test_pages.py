@@ -303,11 +303,12 @@ def test_trace_page_from_t57_search_and_timeline(page, live_server, login, shoot
     page.press("#seq", "Enter")
     page.wait_for_selector("#event-137.target")
     assert page.locator("#event-137").is_visible()
-    in_view = page.evaluate(
+    # In view once the page has settled (charts above the table draw after the jump).
+    page.wait_for_function(
         "() => { const r = document.getElementById('event-137').getBoundingClientRect();"
-        " return r.top >= 0 && r.bottom <= window.innerHeight; }"
+        " return r.top >= 0 && r.bottom <= window.innerHeight; }",
+        timeout=5000,
     )
-    assert in_view
     assert page.locator("tr.target").count() == 1
     shoot("goto-seq-137")
     # A text hit marks the phrase, not the row.

@@ -26,7 +26,9 @@ from hypothesis import strategies as st
 from tests.hardening.world import REVIEW_WF
 
 MAX_EXAMPLES = 12
-REJECTION_RECORDS = {"memoryhub_lifecycleevent", "audit_auditentry"}
+# A refused lifecycle action is itself recorded: its lifecycle event, audit entry and the
+# purgeable payload holding their reason text.
+REJECTION_RECORDS = {"memoryhub_lifecycleevent", "audit_auditentry", "audit_payload"}
 SEED_WF = "api-tests-42"
 
 HOSTILE_TEXT = [

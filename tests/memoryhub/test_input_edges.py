@@ -189,3 +189,40 @@ def test_nul_in_a_header_or_cookie_is_a_400_before_any_lookup(world, client):
     assert response.status_code == 400 and response.json()["error"] == "invalid_text"
     response = client.get("/overview/", HTTP_COOKIE="sessionid=abc\x00def")
     assert response.status_code == 400 and b"Bad request" in response.content
+
+
+def test_every_number_filter_is_bounded_to_what_the_database_holds():
+    """The class behind ``?rule=-7.7e+49`` answering 500 on SQLite: a plain NumberFilter hands any
+    decimal to the driver. Every filter set of the API uses the bounded integer filter instead."""
+    import django_filters
+
+    from memoryhub.api import urls  # noqa: F401  (imports every API module and its filter sets)
+    from memoryhub.api.fields import SafeIntegerFilter
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    ours = [
+        fs
+        for fs in subclasses(django_filters.FilterSet)
+        if fs.__module__.split(".")[0] in {"memoryhub", "audit", "triggers"}
+    ]
+    assert ours
+    loose = [
+        f"{fs.__module__}.{fs.__name__}.{name}"
+        for fs in ours
+        for name, flt in fs.base_filters.items()
+        if isinstance(flt, django_filters.NumberFilter) and not isinstance(flt, SafeIntegerFilter)
+    ]
+    assert loose == []
+
+
+@pytest.mark.django_db
+def test_huge_or_fractional_filter_numbers_are_a_400(api):
+    for query in ("rule=-7.693180041825766e%2B49", "rule=9223372036854775808", "rule=1.5"):
+        r = api.get(f"/api/v1/alerts/?{query}")
+        assert r.status_code == 400, (query, r.status_code)
+    assert api.get("/api/v1/workflows/?min_tail_tokens=1e400").status_code == 400
+    assert api.get("/api/v1/alerts/?rule=3").status_code == 200

@@ -66,7 +66,12 @@ def test_an_alert_fires_and_delivers_while_compactions_back_up(tenant, settings,
     with fake_llm() as llm:
         llm.gate = threading.Event()  # every compaction hangs at the model until the test ends
         settings.MEMORYHUB_LLM_BASE_URL, settings.MEMORYHUB_LLM_MODEL = llm.url, "gpt-test"
-        env = {"MEMORYHUB_LLM_BASE_URL": llm.url, "MEMORYHUB_LLM_MODEL": "gpt-test"}
+        settings.MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = ["127.0.0.1/32"]  # the local test receiver
+        env = {
+            "MEMORYHUB_LLM_BASE_URL": llm.url,
+            "MEMORYHUB_LLM_MODEL": "gpt-test",
+            "MEMORYHUB_CHANNEL_ALLOWED_NETWORKS": "127.0.0.1/32",
+        }
         workflows = [build_workflow(tenant, f"backlog-{i}", n=30) for i in range(4)]
         channel = create_channel(
             tenant,

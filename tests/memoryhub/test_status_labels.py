@@ -67,8 +67,9 @@ def test_rules_are_not_evaluated_yet_until_their_first_evaluation(alice, tenant)
 
 
 def test_firing_alert_in_nav_and_overview_links_the_breaching_workflow_and_failed_deliveries(
-    alice, tenant, receiver
+    alice, tenant, receiver, settings
 ):
+    settings.MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = ["127.0.0.1/32"]  # the local test receiver
     AlertRule.objects.filter(tenant=tenant).update(enabled=False)
     hot = build_workflow(tenant, "hot", n=30)
     activated(hot, 1, 10)  # 20 events behind head
