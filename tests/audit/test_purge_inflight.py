@@ -184,7 +184,7 @@ def test_a_real_worker_mid_job_loses_to_the_purge(tenant, alice, tmp_path, setti
         llm.body = body  # type: ignore[method-assign]
         llm.gate = threading.Event()  # the barrier: the job holds at the model call until released
         with running_worker(env=llm_env(llm), log_dir=tmp_path):
-            job, _ = jobs.request_compaction(wf, compactor="openai-chat-v1", actor=ADMIN)
+            job, _ = jobs.request_compaction(wf, compactor="openai-chat-v2", actor=ADMIN)
             assert llm.received.wait(60), "the worker never reached the model call"
             assert CompactionJob.objects.get(pk=job.pk).status == JobStatus.RUNNING
             r = alice.api.post(
