@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
+
+from django.db import connection
 
 from memoryhub.actors import Actor
 from memoryhub.events import append_events, parse_batch
@@ -42,3 +46,28 @@ def append(workflow: Workflow, raw_events: list[dict[str, Any]], expected_head: 
 def append_n(workflow: Workflow, n: int, start: int = 1, batch: int = 500) -> None:
     for lo in range(start, start + n, batch):
         append(workflow, [event(i) for i in range(lo, min(lo + batch, start + n))])
+
+
+def race(n: int, work: Callable[[], Any]) -> list:
+    """Run ``work`` in ``n`` threads released together by a barrier (PostgreSQL concurrency tests);
+    each thread closes its own connection. Returns the results; any exception fails the test."""
+    results: list = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(n)
+
+    def run() -> None:
+        try:
+            barrier.wait()
+            results.append(work())
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return results

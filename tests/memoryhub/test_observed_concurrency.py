@@ -2,49 +2,23 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from django.db import connection
 
 from memoryhub.actors import Actor
 from memoryhub.integrations.otel_ingest import ingest
 from memoryhub.models import CompactionJob, ConsumerTrace, Event, OtelSpan, Summary, Workflow
 from memoryhub.observed import record_observed_compaction
 from memoryhub.workflows import get_workflow
-from tests.helpers import append, event, make_workflow
+from tests.helpers import append, event, make_workflow, race
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 ACTOR = Actor.system("hook")
 
 
-def _race(n: int, work) -> list:
-    results: list = []
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(n)
-
-    def run() -> None:
-        try:
-            barrier.wait()
-            results.append(work())
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run) for _ in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    return results
-
-
 def test_eight_concurrent_sends_of_one_observation_make_one_version(tenant):
     wf = make_workflow(tenant, "sess")
     append(wf, [event(i) for i in range(1, 9)])
-    results = _race(
+    results = race(
         8,
         lambda: record_observed_compaction(
             get_workflow(tenant, "sess"), covers_to_seq=6, text="summary", compactor={"name": "claude-code"},
@@ -76,7 +50,7 @@ def _otlp(conversation: str) -> dict:
 
 
 def test_concurrent_resends_of_one_otlp_batch_write_everything_once(tenant):
-    _race(6, lambda: ingest(tenant, _otlp("conv-1"), "hex", ACTOR))
+    race(6, lambda: ingest(tenant, _otlp("conv-1"), "hex", ACTOR))
     wf = Workflow.objects.get(external_id="conv-1")
     assert Event.objects.filter(workflow=wf).count() == 10  # five tool call/result pairs
     assert OtelSpan.objects.filter(workflow=wf).count() == 7

@@ -2,43 +2,17 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from django.db import connection
 
 from memoryhub.actors import Actor
 from memoryhub.context import assemble_context
 from memoryhub.models import Artifact, ConsumerTrace
 from memoryhub.traces import record_artifact, record_trace
 from memoryhub.workflows import get_workflow
-from tests.helpers import append, event, make_workflow
+from tests.helpers import append, event, make_workflow, race
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 AGENT = Actor.api_key("agent", "abc")
-
-
-def _race(n: int, work) -> list:
-    results: list = []
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(n)
-
-    def run() -> None:
-        try:
-            barrier.wait()
-            results.append(work())
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run) for _ in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    return results
 
 
 def test_eight_concurrent_retries_of_one_trace_and_artifact_make_one_row_each(tenant):
@@ -54,12 +28,12 @@ def test_eight_concurrent_retries_of_one_trace_and_artifact_make_one_row_each(te
         "context_id": ctx["context_id"],
         "manifest_hash": ctx["manifest_hash"],
     }
-    traces = _race(8, lambda: record_trace(get_workflow(tenant, "wf"), dict(body), AGENT))
+    traces = race(8, lambda: record_trace(get_workflow(tenant, "wf"), dict(body), AGENT))
     assert ConsumerTrace.objects.count() == 1
     assert {t.pk for t, _ in traces} == {ConsumerTrace.objects.get().pk}
     assert sorted(created for _, created in traces) == [False] * 7 + [True]
 
     artifact = {"artifact_id": "T57", "kind": "test_suite", "produced_by": {"model_call_id": "call-1"}}
-    artifacts = _race(8, lambda: record_artifact(get_workflow(tenant, "wf"), dict(artifact), AGENT))
+    artifacts = race(8, lambda: record_artifact(get_workflow(tenant, "wf"), dict(artifact), AGENT))
     assert Artifact.objects.count() == 1
     assert sorted(created for _, created in artifacts) == [False] * 7 + [True]
