@@ -507,39 +507,39 @@ def decide(
     # transaction are committed synchronously and returned with their decision_id. A plain
     # "continue" is the hot path an agent calls before every step: its row is written without
     # waiting for the WAL flush (see _log_without_commit_wait).
+    row = TriggerDecision(
+        tenant_id=workflow.tenant_id,
+        workflow=workflow,
+        action=decision.action,
+        strategy=decision.strategy or "",
+        reasons=decision.reasons,
+        inputs=asdict(decision_inputs),
+        current_tokens=decision.current_tokens,
+        expected_next_step_tokens=decision.expected_next_step_tokens,
+        projected_tokens=decision.projected_tokens,
+        safe_budget=decision.safe_budget,
+        target_tokens=decision.target_tokens,
+        hard_limit=decision.hard_limit,
+        details=details,
+        head_seq=workflow.head_seq,
+        actor=str(actor),
+    )
     if (
         not enqueue
+        and estimate is None  # an estimate writes its drift row with the decision
         and decision.action not in DURABLE_ACTIONS
         and connection.vendor == "postgresql"
         and connection.get_autocommit()
         and not connection.in_atomic_block
     ):
-        return _log_without_commit_wait(
-            TriggerDecision(
-                tenant_id=workflow.tenant_id,
-                workflow=workflow,
-                action=decision.action,
-                strategy=decision.strategy or "",
-                reasons=decision.reasons,
-                inputs=asdict(decision_inputs),
-                current_tokens=decision.current_tokens,
-                expected_next_step_tokens=decision.expected_next_step_tokens,
-                projected_tokens=decision.projected_tokens,
-                safe_budget=decision.safe_budget,
-                target_tokens=decision.target_tokens,
-                hard_limit=decision.hard_limit,
-                details=details,
-                head_seq=workflow.head_seq,
-                actor=str(actor),
-            )
-        )
-    # One INSERT is atomic on its own; the transaction is only needed to tie a job to its decision.
+        return _log_without_commit_wait(row)
+    # One INSERT is atomic on its own; the transaction is only needed to tie a job or an estimate
+    # to its decision.
     with transaction.atomic() if enqueue or estimate else nullcontext():
-        job = None
         if enqueue and decision.action == ACTION_COMPACT:
             from memoryhub.compaction.jobs import request_compaction
 
-            job, _ = request_compaction(workflow, source_revision=workflow.head_seq, actor=actor)
+            row.job, _ = request_compaction(workflow, source_revision=workflow.head_seq, actor=actor)
         if estimate is not None:
             recorded = record_trigger_estimate(workflow, estimate, decision_policy(workflow)[0].model)
             if recorded is not None:
@@ -549,24 +549,7 @@ def decide(
                     "drift": round(recorded.drift, 4),
                     "model": recorded.model,
                 }
-        row = TriggerDecision.objects.create(
-            tenant_id=workflow.tenant_id,
-            workflow=workflow,
-            action=decision.action,
-            strategy=decision.strategy or "",
-            reasons=decision.reasons,
-            inputs=asdict(decision_inputs),
-            current_tokens=decision.current_tokens,
-            expected_next_step_tokens=decision.expected_next_step_tokens,
-            projected_tokens=decision.projected_tokens,
-            safe_budget=decision.safe_budget,
-            target_tokens=decision.target_tokens,
-            hard_limit=decision.hard_limit,
-            details=details,
-            head_seq=workflow.head_seq,
-            job=job,
-            actor=str(actor),
-        )
+        row.save(force_insert=True)
     return row
 
 

@@ -130,3 +130,16 @@ def test_api_answers_continue_without_an_id_and_compact_with_one(api, wf):
     assert TriggerDecision.objects.get(pk=comp["decision_id"]).action == "compact"
     log = api.get("/api/v1/workflows/wf-durable/decisions/").json()
     assert [d["action"] for d in log["results"]] == ["compact", "continue"]
+
+
+def test_a_continue_with_a_token_estimate_records_the_drift_synchronously(tenant, wf):
+    """The asynchronous path is only for the bare decision row: an estimate's drift row is written
+    with it, in one synchronous transaction (the fast path once skipped the estimate entirely)."""
+    from memoryhub.models import TokenEstimate
+
+    row, _ = decide(tenant, {**CONTINUE, "token_estimate": 13_000})
+    assert row.action == "continue" and getattr(row, "durable", True)
+    assert committed_elsewhere(row.pk)
+    estimate = TokenEstimate.objects.get(workflow=wf, source="trigger")
+    assert (estimate.estimated, estimate.exact) == (13_000, 17_000)
+    assert row.details["token_estimate"]["drift"] == round(estimate.drift, 4)
