@@ -666,6 +666,43 @@ def quarantine(summary: Summary, actor: Actor, reason: str) -> Summary:
     return _run(summary, body)
 
 
+def _stale(
+    wf: Workflow,
+    s: Summary,
+    action: str,
+    actor: Actor,
+    expected: int,
+    observed: int,
+    *,
+    reason: str,
+    detail: str,
+) -> ActivationResult:
+    """A lost compare-and-swap: nothing changes but the appended LifecycleEvent(result=stale)."""
+    event = _log(
+        wf,
+        s,
+        action,
+        LifecycleResult.STALE,
+        actor,
+        from_status=s.status,
+        to_status=s.status,
+        reason=reason,
+        expected=expected,
+        observed=observed,
+        source_revision=wf.head_seq,
+    )
+    return ActivationResult(
+        applied=False,
+        active_revision=observed,
+        summary=s,
+        outcome=LifecycleResult.STALE,
+        code="stale_revision",
+        detail=detail,
+        event=event,
+        extra={"current_revision": observed},
+    )
+
+
 def _swap(
     summary: Summary, expected_revision: int, actor: Actor, *, action: str, reason: str
 ) -> ActivationResult:
@@ -711,27 +748,14 @@ def _swap_locked(
 
     # 1. The CAS key decides first: a late worker is stale whatever it tried to activate.
     if expected_revision != observed:
-        event = _log(
+        return _stale(
             wf,
             s,
             action,
-            LifecycleResult.STALE,
             actor,
-            from_status=s.status,
-            to_status=s.status,
+            expected_revision,
+            observed,
             reason=reason or f"expected revision {expected_revision}, current is {observed}",
-            expected=expected_revision,
-            observed=observed,
-            source_revision=wf.head_seq,
-        )
-        return ActivationResult(
-            applied=False,
-            active_revision=observed,
-            summary=s,
-            outcome=LifecycleResult.STALE,
-            code="stale_revision",
-            event=event,
-            extra={"current_revision": observed},
             detail=f"expected active_revision {expected_revision} but it is {observed}: another activation "
             "landed first; nothing was changed",
         )
@@ -772,28 +796,15 @@ def _swap_locked(
     now = timezone.now()
     if not _move_pointer(wf, s, expected_revision, now, compaction=not is_rollback):
         current = _current_revision(wf)  # defensive: the lock makes this unreachable
-        event = _log(
+        return _stale(
             wf,
             s,
             action,
-            LifecycleResult.STALE,
             actor,
-            from_status=s.status,
-            to_status=s.status,
+            expected_revision,
+            current,
             reason=reason,
-            expected=expected_revision,
-            observed=current,
-            source_revision=wf.head_seq,
-        )
-        return ActivationResult(
-            applied=False,
-            active_revision=current,
-            summary=s,
-            outcome=LifecycleResult.STALE,
-            code="stale_revision",
             detail="the active revision moved",
-            event=event,
-            extra={"current_revision": current},
         )
     if prior is not None:
         _apply(  # first: at most one ACTIVE row at any instant
