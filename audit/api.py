@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import django_filters
 from django.urls import path
+from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
+from rest_framework.filters import OrderingFilter
 from rest_framework.response import Response
 
 from audit.diff import diff_summaries, resolve_pair
 from audit.investigate import investigate
 from audit.lineage import artifact_lineage, get_artifact
-from audit.models import AuditEntry, Investigation
+from audit.models import CHAIN_ORDER, NEWEST_FIRST, AuditEntry, Investigation
 from audit.replay import get_trace, replay_bundle
 from audit.verify import verify_chain
 from memoryhub.api.common import TenantAPIView, body_object, int_param
@@ -31,10 +33,13 @@ class InvestigationSerializer(serializers.ModelSerializer):
 
 
 class AuditEntrySerializer(serializers.ModelSerializer):
+    pending = serializers.BooleanField(read_only=True, help_text="committed, not sequenced yet (seq null)")
+
     class Meta:
         model = AuditEntry
         fields = [
             "seq",
+            "pending",
             "at",
             "actor",
             "action",
@@ -43,6 +48,7 @@ class AuditEntrySerializer(serializers.ModelSerializer):
             "data",
             "prev_hash",
             "entry_hash",
+            "sequenced_at",
         ]
 
 
@@ -63,6 +69,9 @@ VerifyResponse = inline_serializer(
         "detail": serializers.CharField(),
         "head_seq": serializers.IntegerField(),
         "head_hash": serializers.CharField(),
+        "pending": serializers.IntegerField(help_text="entries committed but not sequenced yet"),
+        "pending_oldest_age_s": serializers.FloatField(allow_null=True),
+        "sequenced_now": serializers.IntegerField(help_text="entries this call had to sequence itself"),
     },
 )
 
@@ -149,17 +158,29 @@ class AuditEntryFilter(django_filters.FilterSet):
         fields = ["action", "action_prefix", "object_type", "object_id", "actor", "since", "until"]
 
 
+class AuditOrdering(OrderingFilter):
+    """``ordering=seq`` is chain order on every database: pending entries (seq null) come after the
+    sequenced ones, and before them in ``-seq`` (SQLite and PostgreSQL sort NULLs differently)."""
+
+    def filter_queryset(self, request, queryset, view):
+        ordering = self.get_ordering(request, queryset, view) or []
+        by_seq = {"seq": CHAIN_ORDER, "-seq": NEWEST_FIRST}
+        return queryset.order_by(*[o for field in ordering for o in by_seq.get(field, [field])])
+
+
 class AuditLog(generics.ListAPIView, TenantAPIView):
-    """The tenant's audit entries, newest first, filtered and paginated."""
+    """The tenant's audit entries, newest first (pending ones first of all), filtered and paginated."""
 
     serializer_class = AuditEntrySerializer
     filterset_class = AuditEntryFilter
+    filter_backends = [DjangoFilterBackend, AuditOrdering]
     ordering_fields = ["seq", "at"]
+    ordering = ["-seq"]
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no tenant
             return AuditEntry.objects.none()
-        return AuditEntry.objects.filter(tenant=self.request.tenant).order_by("-seq")
+        return AuditEntry.objects.filter(tenant=self.request.tenant)
 
 
 class AuditVerify(TenantAPIView):

@@ -1,11 +1,23 @@
 """The hash-chained, per-tenant audit log.
 
 ``record()`` must run inside the caller's transaction so the entry commits (or rolls back) with the
-change it describes. The chain head row is locked for the append, which orders entries per tenant.
+change it describes. It inserts the entry *pending* (no seq, no hashes) and takes no lock, so
+writers in one tenant never wait for each other on the chain.
+
+``sequence_pending()`` integrates the committed pending entries into the chain, in batches, like a
+transparency log integrating queued leaves: it locks the tenant's chain head row (``SKIP LOCKED``:
+one sequencer per chain, the others go away), claims the pending entries in insert (id) order,
+gives each the next seq, the previous hash and its own hash, and moves the head — all in one short
+transaction. It only ever sees committed entries (read committed: an open transaction's insert is
+invisible), so an entry whose transaction commits late is simply sequenced by a later run: id order
+is not commit order, and the chain's order is the order entries became visible to the sequencer.
+It runs right after the writer's commit (``on_commit``, best effort) and from the beat sweep
+``audit.sequence_pending`` (the backstop); verification runs it first.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.db import models, transaction
@@ -19,6 +31,8 @@ from memoryhub.models import Tenant
 from memoryhub.redaction import redact
 
 GENESIS_HASH = "sha256:" + "0" * 64
+BATCH = 500  # entries per sequencer transaction
+SEQUENCED_FIELDS = ["seq", "prev_hash", "entry_hash", "sequenced_at"]
 
 
 def entry_body(entry: AuditEntry) -> dict[str, Any]:
@@ -60,14 +74,13 @@ def _object_ref(obj: Any) -> tuple[str, str]:
 def record(
     tenant: Tenant, actor: Actor | str, action: str, obj: Any, data: dict[str, Any] | None = None
 ) -> AuditEntry:
-    """Append one entry to the tenant's chain (redacting ``data``). Call inside transaction.atomic."""
-    if not transaction.get_connection().in_atomic_block:
+    """Insert one pending entry in the tenant's log (redacting ``data``); it is sequenced into the
+    chain after the transaction commits. Call inside transaction.atomic."""
+    connection = transaction.get_connection()
+    if not connection.in_atomic_block:
         raise RuntimeError(
             "audit.log.record() must be called inside the transaction of the change it records"
         )
-    head, _ = AuditChainHead.objects.select_for_update().get_or_create(
-        tenant=tenant, defaults={"seq": 0, "entry_hash": GENESIS_HASH}
-    )
     object_type, object_id = _object_ref(obj)
     # JSON round-trip so the hashed body equals what the database returns later.
     chained, text = split_audit_data(_json_roundtrip(redact(data or {})))
@@ -77,7 +90,7 @@ def record(
         payload = store_payload(tenant.pk, _workflow_id(obj), text)
     entry = AuditEntry(
         tenant=tenant,
-        seq=head.seq + 1,
+        seq=None,
         at=timezone.now(),
         actor=str(actor),
         action=action,
@@ -86,12 +99,94 @@ def record(
         chained_data=chained,
         payload=payload,
         payload_digest=payload.digest if payload else "",
-        prev_hash=head.entry_hash,
     )
-    entry.entry_hash = compute_entry_hash(entry)
     entry.save(force_insert=True)
-    AuditChainHead.objects.filter(pk=head.pk).update(seq=entry.seq, entry_hash=entry.entry_hash)
+    tenant_id = tenant.pk
+    if getattr(connection.atomic_blocks[0], "_from_testcase", False):
+        # Under Django's TestCase (the test suite's ``db`` fixture) the outer transaction never
+        # commits, so no on_commit hook ever runs: sequence in place, as the hook would after commit.
+        sequence_pending(tenant_id)
+        entry.refresh_from_db(fields=SEQUENCED_FIELDS)
+    else:
+        transaction.on_commit(lambda: sequence_pending(tenant_id), robust=True)
     return entry
+
+
+def sequence_pending(tenant: Tenant | int, batch: int = BATCH) -> int:
+    """Sequence the tenant's committed pending entries; returns how many this call sequenced.
+
+    When another sequencer holds the chain this returns at once: that one checks for pending
+    entries again after it lets go, so an entry committed before this call is never left behind
+    (whoever holds the chain last re-reads the queue after releasing it).
+    """
+    tenant_id = tenant if isinstance(tenant, int) else tenant.pk
+    done = idle = 0
+    # The queue is re-read after every batch, i.e. after the chain is released.
+    while idle < 3 and pending_entries(tenant_id).exists():
+        claimed = _sequence_batch(tenant_id, batch)
+        if claimed is None:
+            break  # another sequencer holds the chain: it re-reads the queue after letting go
+        done += claimed
+        # Pending but nothing claimed: committed after the claim (next round takes them), or rows
+        # someone else keeps locked (left to the beat sweep after a few rounds).
+        idle = 0 if claimed else idle + 1
+    return done
+
+
+def sequence_all_pending() -> int:
+    """``sequence_pending`` for every tenant with pending entries (the beat sweep)."""
+    pending = AuditEntry._base_manager.filter(seq__isnull=True)
+    tenants = list(pending.order_by("tenant_id").values_list("tenant_id", flat=True).distinct())
+    return sum(sequence_pending(tenant_id) for tenant_id in tenants)
+
+
+def pending_entries(tenant: Tenant | int) -> models.QuerySet[AuditEntry]:
+    """The tenant's committed entries the chain has not taken yet (oldest insert first)."""
+    return AuditEntry._base_manager.filter(tenant=tenant, seq__isnull=True).order_by("id")
+
+
+def pending_summary(tenant: Tenant | int) -> tuple[int, datetime | None]:
+    """How many entries wait for the sequencer, and when the oldest of them was written."""
+    rows = pending_entries(tenant).aggregate(n=models.Count("id"), oldest=models.Min("at"))
+    return rows["n"], rows["oldest"]
+
+
+def _sequence_batch(tenant_id: int, batch: int) -> int | None:
+    """One sequencer transaction: up to ``batch`` pending entries appended to the chain, or None
+    when another sequencer holds the chain head."""
+    with transaction.atomic():
+        head = _lock_head(tenant_id)
+        if head is None:
+            return None
+        claimed = list(
+            AuditEntry._base_manager.select_for_update(skip_locked=True)
+            .filter(tenant_id=tenant_id, seq__isnull=True)
+            .order_by("id")[:batch]
+        )
+        if not claimed:
+            return 0
+        seq, prev_hash, now = head.seq, head.entry_hash, timezone.now()
+        for entry in claimed:
+            seq += 1
+            entry.seq, entry.prev_hash, entry.sequenced_at = seq, prev_hash, now
+            entry.entry_hash = prev_hash = compute_entry_hash(entry)
+        AuditEntry._base_manager.bulk_update(claimed, SEQUENCED_FIELDS)
+        AuditChainHead.objects.filter(pk=head.pk).update(seq=seq, entry_hash=prev_hash)
+    return len(claimed)
+
+
+def _lock_head(tenant_id: int) -> AuditChainHead | None:
+    """The tenant's chain head, locked for this transaction; None when another sequencer has it.
+    (SQLite has no row locks and ignores this: it serialises writers by itself, and the unique
+    seq plus the set-once trigger refuse a second sequencing of an entry.)"""
+    heads = AuditChainHead.objects.select_for_update(skip_locked=True).filter(tenant_id=tenant_id)
+    head = heads.first()
+    if head is None and not AuditChainHead.objects.filter(tenant_id=tenant_id).exists():
+        AuditChainHead.objects.get_or_create(
+            tenant_id=tenant_id, defaults={"seq": 0, "entry_hash": GENESIS_HASH}
+        )
+        head = heads.first()
+    return head
 
 
 def _workflow_id(obj: Any) -> int | None:

@@ -8,6 +8,10 @@ from memoryhub.models import Artifact, Summary, Tenant, Workflow
 from memoryhub.models.purgeable import WithPayloadManager, purged_marker
 
 TEXT_KEYS = "$text"  # chained_data key listing the data keys kept in the payload
+# Audit entries newest first: pending ones (no seq yet: they join the chain next) before the rest.
+NEWEST_FIRST: list[str | models.OrderBy] = [models.F("seq").desc(nulls_first=True), "-id"]
+# Chain order: sequenced by seq, then the pending ones in the order the sequencer will take them.
+CHAIN_ORDER: list[str | models.OrderBy] = [models.F("seq").asc(nulls_last=True), "id"]
 
 
 class Payload(models.Model):
@@ -40,10 +44,14 @@ class AuditEntry(models.Model):
     Append-only (database triggers). ``data`` is redacted before it is written; its structural keys
     (ids, numbers, statuses) stay in the chained row (``chained_data``), its text goes to a purgeable
     ``Payload`` whose digest is part of the hashed body. ``entry.data`` reads the two merged.
+
+    A writer inserts the entry *pending* (``seq`` NULL, hashes empty) in its own transaction; the
+    sequencer (``audit.log.sequence_pending``) later sets seq, prev_hash, entry_hash and
+    sequenced_at, once — the only UPDATE the triggers allow.
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="audit_entries")
-    seq = models.PositiveBigIntegerField()
+    seq = models.PositiveBigIntegerField(null=True, blank=True)  # NULL while pending
     at = models.DateTimeField()
     actor = models.CharField(max_length=200)
     action = models.CharField(max_length=64)
@@ -52,13 +60,14 @@ class AuditEntry(models.Model):
     chained_data = models.JSONField(default=dict, blank=True, db_column="data")
     payload = models.ForeignKey(Payload, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     payload_digest = models.CharField(max_length=71, blank=True)
-    prev_hash = models.CharField(max_length=71)
-    entry_hash = models.CharField(max_length=71)
+    prev_hash = models.CharField(max_length=71, blank=True)  # "" while pending
+    entry_hash = models.CharField(max_length=71, blank=True)  # "" while pending
+    sequenced_at = models.DateTimeField(null=True, blank=True)  # not hashed: when the chain took it
 
     objects = WithPayloadManager()  # entries come with their payload: reading ``data`` costs no query
 
     class Meta:
-        ordering = ["tenant", "-seq"]
+        ordering = ["tenant", *NEWEST_FIRST]
         verbose_name_plural = "audit entries"
         constraints = [
             models.UniqueConstraint(
@@ -71,10 +80,19 @@ class AuditEntry(models.Model):
             # Audit page filters: a tenant's entries by action / object, newest first.
             models.Index(fields=["tenant", "action", "-seq"], name="audit_entry_action"),
             models.Index(fields=["tenant", "object_type", "object_id"], name="audit_entry_object"),
+            # The sequencer's queue: a tenant's pending entries in insert order (tiny: only the unsequenced).
+            models.Index(
+                fields=["tenant", "id"], condition=models.Q(seq__isnull=True), name="audit_entry_pending"
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.tenant_id}#{self.seq} {self.action}"
+        return f"{self.tenant_id}#{self.seq if self.seq is not None else 'pending'} {self.action}"
+
+    @property
+    def pending(self) -> bool:
+        """Not sequenced yet: committed with its change, but not in the hash chain so far."""
+        return self.seq is None
 
     @property
     def data(self) -> dict:
@@ -90,7 +108,8 @@ class AuditEntry(models.Model):
 
 
 class AuditChainHead(models.Model):
-    """The last seq/hash of a tenant's chain; its row lock serialises appends to the chain."""
+    """The last seq/hash of a tenant's chain. Only the sequencer locks and moves it (writers never
+    touch it), so its row lock is what keeps one sequencer per chain."""
 
     tenant = models.OneToOneField(
         Tenant, on_delete=models.CASCADE, related_name="audit_head", primary_key=True

@@ -13,13 +13,21 @@ from 1. The walk stops at the first bad entry and says what kind of tampering it
 
 A checkpoint (``export_checkpoint``) is what makes truncation provable when the head row was
 rewritten too: keep it outside the database and pass it back to ``verify_chain``.
+
+Entries are written pending and sequenced after their commit (``audit.log``). Verification first
+sequences what is pending, then walks the chain up to the head it read before the walk (the
+sequencer moves entries and head in one transaction, so a concurrent append cannot look like
+truncation), and reports what is still pending — normally nothing, or entries seconds old.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from audit.log import GENESIS_HASH, compute_entry_hash
+from django.db.models import Subquery
+from django.utils import timezone
+
+from audit.log import GENESIS_HASH, compute_entry_hash, pending_summary, sequence_pending
 from audit.models import AuditChainHead, AuditEntry
 from audit.payloads import payload_digest
 from memoryhub.errors import InvalidInput
@@ -87,7 +95,12 @@ def parse_checkpoint(tenant: Tenant, checkpoint: dict[str, Any] | None) -> dict[
 
 def export_checkpoint(tenant: Tenant) -> dict[str, Any]:
     """The tenant's current chain head as a checkpoint to keep outside the database."""
-    last = AuditEntry.objects.filter(tenant=tenant).order_by("-seq").values("seq", "entry_hash", "at").first()
+    last = (
+        AuditEntry.objects.filter(tenant=tenant, seq__isnull=False)
+        .order_by("-seq")
+        .values("seq", "entry_hash", "at")
+        .first()
+    )
     if last is None:
         return {"tenant": tenant.slug, "seq": 0, "entry_hash": GENESIS_HASH, "at": None}
     return {
@@ -99,9 +112,22 @@ def export_checkpoint(tenant: Tenant) -> dict[str, Any]:
 
 
 def verify_chain(tenant: Tenant, checkpoint: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Recompute ``tenant``'s chain; returns ``{ok, entries, first_bad_seq, problem, detail, head_seq,
-    head_hash, checkpoint}``. ``entries`` counts the entries read before the walk stopped."""
+    """Sequence ``tenant``'s pending entries, then recompute its chain; returns ``{ok, entries,
+    first_bad_seq, problem, detail, head_seq, head_hash, checkpoint, pending, pending_oldest_age_s,
+    sequenced_now}``. ``entries`` counts the entries read before the walk stopped; ``pending`` the
+    entries still waiting for the sequencer (written ``pending_oldest_age_s`` seconds ago at most);
+    ``sequenced_now`` the ones this call had to sequence itself (the sequencer was behind)."""
     checkpoint = parse_checkpoint(tenant, checkpoint)
+    sequenced_now = sequence_pending(tenant)
+    result = _walk(tenant, checkpoint)
+    pending, oldest = pending_summary(tenant)
+    age = round((timezone.now() - oldest).total_seconds(), 3) if oldest is not None else None
+    return {**result, "pending": pending, "pending_oldest_age_s": age, "sequenced_now": sequenced_now}
+
+
+def _walk(tenant: Tenant, checkpoint: dict[str, Any] | None) -> dict[str, Any]:
+    """The chain walk of ``verify_chain`` over the sequenced entries up to the chain head."""
+    head = AuditChainHead.objects.filter(tenant=tenant).values("seq", "entry_hash").first()
     prev_hash, prev_seq, prev_at = GENESIS_HASH, 0, None
     count = 0
     checkpoint_seen = checkpoint is None or checkpoint["seq"] == 0
@@ -116,7 +142,10 @@ def verify_chain(tenant: Tenant, checkpoint: dict[str, Any] | None = None) -> di
             head_hash=GENESIS_HASH,
             checkpoint=checkpoint,
         )
-    entries = AuditEntry.objects.filter(tenant=tenant).select_related("payload").order_by("seq")
+    entries = AuditEntry.objects.filter(tenant=tenant, seq__isnull=False)
+    if head is not None:
+        entries = entries.filter(seq__lte=head["seq"])
+    entries = entries.select_related("payload").order_by("seq")
     for entry in entries.iterator(chunk_size=CHUNK):
         count += 1
         expected_seq = prev_seq + 1
@@ -186,6 +215,15 @@ def verify_chain(tenant: Tenant, checkpoint: dict[str, Any] | None = None) -> di
                 )
         prev_hash, prev_seq, prev_at = entry.entry_hash, entry.seq, entry.at
     extra = {"head_seq": prev_seq, "head_hash": prev_hash, "checkpoint": checkpoint}
+    if head is not None and _beyond_head(tenant):
+        return _result(
+            False,
+            count,
+            head["seq"] + 1,
+            "head_mismatch",
+            f"entries after the chain head ({head['seq']}) exist",
+            **extra,
+        )
     if checkpoint is not None and not checkpoint_seen:
         return _result(
             False,
@@ -195,7 +233,6 @@ def verify_chain(tenant: Tenant, checkpoint: dict[str, Any] | None = None) -> di
             f"the checkpoint names seq {checkpoint['seq']} but the log ends at {prev_seq}",
             **extra,
         )
-    head = AuditChainHead.objects.filter(tenant=tenant).values("seq", "entry_hash").first()
     if head is not None:
         if head["seq"] > prev_seq:
             return _result(
@@ -206,7 +243,7 @@ def verify_chain(tenant: Tenant, checkpoint: dict[str, Any] | None = None) -> di
                 f"the chain head says seq {head['seq']} but the log ends at {prev_seq}",
                 **extra,
             )
-        if head["seq"] == prev_seq and head["entry_hash"] != prev_hash:
+        if head["entry_hash"] != prev_hash:
             return _result(
                 False,
                 count,
@@ -215,13 +252,11 @@ def verify_chain(tenant: Tenant, checkpoint: dict[str, Any] | None = None) -> di
                 f"entry {prev_seq} does not have the hash the chain head recorded",
                 **extra,
             )
-        if head["seq"] < prev_seq:
-            return _result(
-                False,
-                count,
-                head["seq"] + 1,
-                "head_mismatch",
-                f"entries after the chain head ({head['seq']}) exist",
-                **extra,
-            )
     return _result(True, count, None, None, f"{count} entries verified", **extra)
+
+
+def _beyond_head(tenant: Tenant) -> bool:
+    """Sequenced entries past the chain head exist (one statement, one snapshot: the sequencer
+    moves entries and head together, so only a rewound head shows this)."""
+    head_seq = AuditChainHead.objects.filter(tenant=tenant).values("seq")
+    return AuditEntry.objects.filter(tenant=tenant, seq__gt=Subquery(head_seq)).exists()

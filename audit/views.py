@@ -27,7 +27,7 @@ from audit.content import event_url, purge_note
 from audit.diff import diff_summaries, resolve_pair
 from audit.investigate import investigate
 from audit.lineage import artifact_lineage, get_artifact
-from audit.models import AuditEntry, Investigation
+from audit.models import NEWEST_FIRST, AuditEntry, Investigation
 from audit.replay import get_trace, replay_bundle
 from audit.verify import verify_chain
 from memoryhub.actors import Actor
@@ -211,7 +211,7 @@ def filtered_entries(tenant, filters: dict[str, str]):
     jobs and traces carry the workflow's external id in their data)."""
     from django.db.models import Q
 
-    entries = AuditEntry.objects.filter(tenant=tenant).order_by("-seq")
+    entries = AuditEntry.objects.filter(tenant=tenant).order_by(*NEWEST_FIRST)
     if filters["action"]:
         entries = entries.filter(action__startswith=filters["action"])
     if filters["object"]:
@@ -236,6 +236,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
 
     tenant, _ = page_tenant(request)
     filters = {f: request.GET.get(f, "").strip() for f in AUDIT_FILTERS}
+    chain = _chain_status(tenant, force=request.GET.get("verify") == "1")  # sequences first: rows after it
     page = Paginator(filtered_entries(tenant, filters), AUDIT_PER_PAGE).get_page(request.GET.get("page"))
     query = urlencode({k: v for k, v in filters.items() if v})
     actions = (
@@ -252,7 +253,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
             "rows": describe(tenant.pk, list(page.object_list)),
             "filters": filters,
             "query": query,
-            "chain": _chain_status(tenant, force=request.GET.get("verify") == "1"),
+            "chain": chain,
             "actions": list(actions),
         },
     )
@@ -262,12 +263,15 @@ def _chain_status(tenant, *, force: bool = False) -> dict:
     """Full chain verification, cached per chain head for a few minutes.
 
     Verifying reads every entry (O(entries)); the page would otherwise pay that on each load. A new
-    entry moves the head and so invalidates the cache; ``?verify=1`` forces a fresh walk.
+    entry moves the head once it is sequenced (first, here: the key then names the head the walk
+    sees) and so invalidates the cache; ``?verify=1`` forces a fresh walk.
     """
     from django.core.cache import cache
 
+    from audit.log import sequence_pending
     from audit.models import AuditChainHead
 
+    sequence_pending(tenant)
     head = AuditChainHead.objects.filter(tenant=tenant).values_list("seq", "entry_hash").first() or (0, "")
     key = f"audit-chain:{tenant.pk}:{head[0]}:{head[1]}"
     result = None if force else cache.get(key)

@@ -5,7 +5,9 @@
   and token counts unchanged);
 - summaries: no DELETE; content/lineage/config/hash columns never change, except the purge
   tombstone of content (purged_by set once, content_hash kept as provenance);
-- validation records, lifecycle events, audit entries: no UPDATE, no DELETE;
+- validation records, lifecycle events: no UPDATE, no DELETE;
+- audit entries: no DELETE; the only UPDATE is the sequencing of a pending entry (seq, prev_hash,
+  entry_hash and sequenced_at set once, every other column unchanged);
 - payloads (the purgeable text of those rows): no DELETE; the only UPDATE is the purge tombstone
   (body emptied, purged_by/purged_at set once, digest unchanged);
 - every one of them: no TRUNCATE (a statement-level trigger, PostgreSQL).
@@ -104,8 +106,37 @@ PAYLOAD_TOMBSTONE = " AND ".join(
         *_unchanged(["id", "tenant_id", "workflow_id", "digest", "created_at"]),
     ]
 )
+# An audit entry is inserted pending (no seq, no hashes); its one UPDATE is the sequencer's, once.
+AUDIT_ENTRY_SEQUENCING = " AND ".join(
+    [
+        "OLD.seq IS NULL",
+        "OLD.prev_hash = ''",
+        "OLD.entry_hash = ''",
+        "OLD.sequenced_at IS NULL",
+        "NEW.seq IS NOT NULL",
+        "NEW.prev_hash <> ''",
+        "NEW.entry_hash <> ''",
+        "NEW.sequenced_at IS NOT NULL",
+        *_unchanged(
+            [
+                "id",
+                "tenant_id",
+                "at",
+                "actor",
+                "action",
+                "object_type",
+                "object_id",
+                "data",
+                "payload_id",
+                "payload_digest",
+            ]
+        ),
+    ]
+)
 AUDIT_RULES: dict[str, str | None] = {
-    "audit_auditentry": None,
+    # Before the sequencing columns existed (migrations up to audit 0005) seq was never NULL, so
+    # the rule those migrations install refuses every UPDATE, as it did.
+    "audit_auditentry": AUDIT_ENTRY_SEQUENCING,
     # A payload's one UPDATE is its purge tombstone: body emptied, digest kept, purge named.
     "audit_payload": PAYLOAD_TOMBSTONE,
     # The chain head only moves forward: a wiped or rewound log cannot take its witness with it.

@@ -2,7 +2,8 @@
 
 The owner role runs migrations; the application role gets only what the code needs. On the
 append-only tables UPDATE is granted column by column (the purge tombstone of events, the status
-of summaries), DELETE and TRUNCATE never: even a compromised application cannot rewrite history.
+of summaries, the sequencing of audit entries), DELETE and TRUNCATE never: even a compromised
+application cannot rewrite history.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ APPEND_ONLY_TABLES: dict[str, list[str] | None] = {
     "memoryhub_summary": ["status", "status_changed_at", "content", "purged_by_id"],
     "memoryhub_validationrecord": None,
     "memoryhub_lifecycleevent": None,
-    "audit_auditentry": None,
+    # The sequencer sets these once on a pending entry (the trigger refuses any other change).
+    "audit_auditentry": ["seq", "prev_hash", "entry_hash", "sequenced_at"],
     # The purgeable text of the rows above: only its purge tombstone is ever written.
     "audit_payload": ["body", "purged_by_id", "purged_at"],
     # The chain head moves forward with each entry (the trigger refuses any other change).

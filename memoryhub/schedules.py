@@ -12,6 +12,8 @@ BEAT_SCHEDULE = {
     "alerts-deliver": {"task": "memoryhub.alerting.deliver_pending", "schedule": 30.0},
     # Metric rollups for the charts.
     "metrics-rollup": {"task": "memoryhub.alerting.rollup_metrics", "schedule": 300.0},
+    # Audit: sequence entries the after-commit sequencer missed (a crash between commit and hook).
+    "audit-sequence-sweep": {"task": "audit.sequence_pending", "schedule": 10.0},
     # Retention: tombstone expired content daily.
     "retention-sweep": {"task": "audit.retention_sweep", "schedule": crontab(hour=3, minute=17)},
 }

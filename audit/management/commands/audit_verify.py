@@ -1,5 +1,6 @@
 """Verify the hash-chained audit log: ``manage.py audit_verify [--tenant slug] [--checkpoint FILE]
-[--export-checkpoint FILE]``. Exits non-zero when any tenant's chain fails verification."""
+[--export-checkpoint FILE]``. Exits non-zero when any tenant's chain fails verification. Pending
+entries are sequenced first; any still pending (and the age of the oldest) are reported."""
 
 from __future__ import annotations
 
@@ -27,6 +28,13 @@ def _load_checkpoints(path: str) -> dict[str, dict[str, Any]]:
             raise CommandError(f"{path}: every checkpoint needs a 'tenant' slug, 'seq' and 'entry_hash'")
         checkpoints[item["tenant"]] = item
     return checkpoints
+
+
+def _pending(result: dict[str, Any]) -> str:
+    """Entries committed but not in the chain yet (the sequencer was busy or is down)."""
+    if not result["pending"]:
+        return "; 0 pending"
+    return f"; {result['pending']} pending, the oldest written {result['pending_oldest_age_s']:.1f} s ago"
 
 
 class Command(BaseCommand):
@@ -64,12 +72,15 @@ class Command(BaseCommand):
             except InvalidInput as exc:
                 raise CommandError(f"{t.slug}: {exc.detail}")
             if result["ok"]:
-                self.stdout.write(f"{t.slug}: OK — {result['detail']} (head seq {result['head_seq']})")
+                self.stdout.write(
+                    f"{t.slug}: OK — {result['detail']} (head seq {result['head_seq']}){_pending(result)}"
+                )
                 exported.append(export_checkpoint(t))
             else:
                 failures += 1
                 self.stderr.write(
-                    f"{t.slug}: FAILED — {result['problem']} at seq {result['first_bad_seq']}: {result['detail']}"
+                    f"{t.slug}: FAILED — {result['problem']} at seq {result['first_bad_seq']}: "
+                    f"{result['detail']}{_pending(result)}"
                 )
         if failures:
             raise CommandError(f"audit chain verification failed for {failures} tenant(s)", returncode=2)
