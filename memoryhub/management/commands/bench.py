@@ -37,6 +37,12 @@ def _context(opts, log):
     return context_read.run(log=log)
 
 
+def _audit(opts, log):
+    from audit import bench as audit_bench
+
+    return audit_bench.run(writers=opts["writers"], seconds=opts["audit_seconds"], log=log)
+
+
 def _quality(opts, log):
     from memoryhub.bench import quality
 
@@ -54,6 +60,7 @@ BENCHMARKS = {
     "context": _context,
     "quality": _quality,
     "otel": _otel,
+    "audit": _audit,
 }
 # Run only when named (minutes at 100k events; pure Python, no database).
 EXPLICIT_ONLY = {"quality"}
@@ -82,6 +89,10 @@ class Command(BaseCommand):
         parser.add_argument("--spans", type=int, default=2_000, help="otel: spans sent over OTLP/HTTP")
         parser.add_argument(
             "--big-events", dest="big_events", type=int, default=1_000_000, help="scale: big history"
+        )
+        parser.add_argument("--writers", type=int, default=4, help="audit: concurrent writer processes")
+        parser.add_argument(
+            "--audit-seconds", dest="audit_seconds", type=float, default=3.0, help="audit: seconds per phase"
         )
         parser.add_argument(
             "--quality-sizes",
