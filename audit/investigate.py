@@ -29,9 +29,10 @@ from django.db import transaction
 from audit.content import content_is_opaque, iter_strings, purged_runs, range_label, runs, summary_content
 from audit.lineage import producing_traces
 from audit.models import Investigation, Verdict
-from memoryhub.actors import Actor
-from memoryhub.canonical import hash_text
-from memoryhub.errors import Conflict, InvalidInput
+from memoryhub.core.actors import Actor
+from memoryhub.core.canonical import hash_text
+from memoryhub.core.errors import Conflict, InvalidInput
+from memoryhub.memory.search import SearchTooExpensive, candidate_seqs
 from memoryhub.models import (
     Artifact,
     ConsumerTrace,
@@ -42,7 +43,6 @@ from memoryhub.models import (
     SummaryStatus,
     Workflow,
 )
-from memoryhub.search import SearchTooExpensive, candidate_seqs
 
 MAX_FACT_CHARS = 500
 MAX_LISTED = 50  # matches listed per kind of evidence (the counts are always exact)
@@ -206,7 +206,7 @@ def active_summary_at(workflow: Workflow, when) -> Summary | None:
 def served_at_read(trace: ConsumerTrace) -> tuple[Summary | None, str]:
     """The summary the server served for this read: from the signed context id when the consumer
     quoted one of ours, else replayed from the lifecycle history at the trace's time."""
-    from memoryhub.context import parse_context_id
+    from memoryhub.context.assembly import parse_context_id
 
     coords = None
     if trace.context_id:

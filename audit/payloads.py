@@ -14,7 +14,7 @@ from typing import Any
 from django.utils import timezone
 
 from audit.models import Payload, Purge
-from memoryhub.canonical import hash_value
+from memoryhub.core.canonical import hash_value
 
 # Audit data keys that stay in the chained row when their values are ids, numbers, statuses or
 # lists/objects of those. Any other key with text — reasons, details, facts, notes, selectors, and

@@ -26,8 +26,8 @@ from django.utils import timezone
 from audit.log import record
 from audit.models import Investigation, Purge, SummaryComment
 from audit.payloads import PurgedText, summary_payloads, tombstone_payloads
-from memoryhub.actors import Actor
-from memoryhub.errors import Conflict, InvalidInput
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import Conflict, InvalidInput
 from memoryhub.models import Event, Summary, SummaryStatus, Workflow
 
 TOMBSTONE_SCHEMA = "memoryhub.purged/v1"
@@ -165,7 +165,7 @@ def purge_events(
     workflow: Workflow, selector: dict[str, Any], actor: Actor, reason: str, *, source: str = "manual"
 ) -> PurgeOutcome:
     """Purge the selected events of ``workflow``. Admin-only at the edges; reason required."""
-    from memoryhub import lifecycle
+    from memoryhub.memory import lifecycle
 
     if reason is not None and not isinstance(reason, str):
         raise InvalidInput("'reason' must be a string", code="invalid_reason", field="reason")

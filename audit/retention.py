@@ -19,8 +19,8 @@ from django.utils import timezone
 
 from audit.log import record
 from audit.models import Purge, RecordClass, RetentionPolicy
-from memoryhub.actors import Actor
-from memoryhub.errors import InvalidInput
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import InvalidInput
 from memoryhub.models import ConsumerTrace, Event, Summary, SummaryStatus, Tenant, Workflow
 
 TOOL_KINDS = ("tool_call", "tool_result")
@@ -119,7 +119,7 @@ def sweep_tenant(tenant: Tenant, *, now=None) -> SweepReport:
                 report.summaries_scrubbed += len(outcome.scrubbed)
 
     if policies[RecordClass.SUMMARIES]:
-        from memoryhub import lifecycle
+        from memoryhub.memory import lifecycle
 
         cutoff = now - timedelta(days=cast(int, policies[RecordClass.SUMMARIES]))
         old = Summary.objects.filter(

@@ -1,7 +1,7 @@
 """Review actions from the dashboard (approve, activate, quarantine, reject, waive, release, rollback)
 and comments on a summary.
 
-A thin adapter over ``memoryhub.lifecycle``: it reads the form (a reason is always required,
+A thin adapter over ``memoryhub.memory.lifecycle``: it reads the form (a reason is always required,
 activate/rollback/approve-and-activate carry the revision the reviewer saw, a waiver names
 checks) and calls the lifecycle service, which appends the LifecycleEvent and the AuditEntry in
 one transaction. Who may press which button is ``lifecycle.allowed_actions`` (the API asks the
@@ -16,9 +16,9 @@ from typing import Any
 from django.db import transaction
 
 from audit.models import SummaryComment
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
-from memoryhub.errors import InvalidInput, NotFound
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import InvalidInput, NotFound
+from memoryhub.memory import lifecycle
 from memoryhub.models import Summary, Tenant
 
 MAX_REASON = lifecycle.MAX_REASON
@@ -176,7 +176,7 @@ def add_comment(summary: Summary, actor: Actor, text: Any) -> SummaryComment:
     The text is held in the comment row, and the audit entry keeps its digest only, so a purge
     of the summary's workflow can erase it (comments quote source material)."""
     from audit.log import record
-    from memoryhub.canonical import hash_text
+    from memoryhub.core.canonical import hash_text
 
     body = lifecycle.clean_reason(text, field="comment", limit=MAX_COMMENT)
     with transaction.atomic():

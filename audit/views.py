@@ -30,10 +30,10 @@ from audit.lineage import artifact_lineage, get_artifact
 from audit.models import AuditEntry, Investigation
 from audit.replay import get_trace, replay_bundle
 from audit.verify import verify_chain
-from memoryhub.actors import Actor
-from memoryhub.errors import DomainError, NotFound
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import DomainError, NotFound
 from memoryhub.models import Role, role_at_least
-from memoryhub.views.base import page_tenant, page_workflow
+from memoryhub.web.views.base import page_tenant, page_workflow
 
 AUDIT_PER_PAGE = 50
 RANGE_PER_PAGE = 200
@@ -292,7 +292,7 @@ def _safe_next(request: HttpRequest, fallback: str) -> str:
 @login_required
 @require_http_methods(["GET", "POST"])
 def summary_action(request: HttpRequest, summary_id: str, action: str) -> HttpResponse:
-    """GET: a confirmation form; POST: run the review action through memoryhub.lifecycle."""
+    """GET: a confirmation form; POST: run the review action through memoryhub.memory.lifecycle."""
     if action not in review.ACTIONS:
         raise Http404(f"Unknown review action {action!r}.")
     tenant, role = page_tenant(request)
@@ -339,7 +339,7 @@ def summary_action(request: HttpRequest, summary_id: str, action: str) -> HttpRe
 @require_POST
 def summary_comment(request: HttpRequest, summary_id: str) -> HttpResponse:
     """Add a comment to a summary's discussion (reviewer or above; audited)."""
-    from memoryhub.lifecycle import ACTION_ROLES
+    from memoryhub.memory.lifecycle import ACTION_ROLES
 
     tenant, role = page_tenant(request)
     try:

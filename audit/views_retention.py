@@ -14,10 +14,10 @@ from django.urls import path
 from audit.models import Purge, RecordClass
 from audit.purge import parse_selector, purge_events
 from audit.retention import policies_for, set_policies
-from memoryhub.actors import Actor
-from memoryhub.errors import DomainError
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import DomainError
 from memoryhub.models import Role, role_at_least
-from memoryhub.views.base import page_tenant, page_workflow
+from memoryhub.web.views.base import page_tenant, page_workflow
 
 
 def _require_admin(role: str | None) -> None:

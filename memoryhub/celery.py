@@ -12,7 +12,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryhub.settings")
 
 app = Celery("memoryhub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["memoryhub", "memoryhub.compaction", "memoryhub.alerting", "audit", "triggers"])
+app.autodiscover_tasks(
+    ["memoryhub", "memoryhub.compaction", "memoryhub.observe.alerting", "audit", "triggers"]
+)
 
 DEFAULT_PUBLISH_TIMEOUT = 0.5
 

@@ -14,10 +14,10 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serial
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 
-from memoryhub.api.common import WF, TenantAPIView, body_object, int_param
-from memoryhub.api.serializers import ErrorSerializer
-from memoryhub.errors import InvalidInput
+from memoryhub.core.errors import InvalidInput
 from memoryhub.models import Role, Tenant
+from memoryhub.web.api.common import WF, TenantAPIView, body_object, int_param
+from memoryhub.web.api.serializers import ErrorSerializer
 from triggers import services
 from triggers.engine import ACTIONS, MAX_INPUT_COUNT, PolicySpec, export_langchain, export_langmem
 

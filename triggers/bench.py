@@ -36,12 +36,12 @@ from typing import Any
 
 from django.db import connection
 
-from memoryhub.actors import Actor
+from memoryhub.accounts.tenancy import create_tenant
 from memoryhub.bench.synthetic import synthetic_events
-from memoryhub.events import append_events, parse_batch
-from memoryhub.tenancy import create_tenant
-from memoryhub.tokens import DEFAULT_ENCODING, get_encoding
-from memoryhub.workflows import create_workflow
+from memoryhub.core.actors import Actor
+from memoryhub.core.tokens import DEFAULT_ENCODING, get_encoding
+from memoryhub.memory.events import append_events, parse_batch
+from memoryhub.memory.workflows import create_workflow
 from triggers import services
 from triggers.engine import DecisionInputs, PolicySpec, evaluate
 

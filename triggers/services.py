@@ -20,8 +20,11 @@ from django.db import connection, transaction
 from django.db.models import F, Field, Q, QuerySet
 from django.utils import timezone
 
-from memoryhub.actors import Actor
-from memoryhub.errors import Forbidden, InvalidInput, NotFound
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import Forbidden, InvalidInput, NotFound
+from memoryhub.core.tokens import known_encoding
+from memoryhub.memory.quality_service import parse_estimate, record_trigger_estimate
+from memoryhub.memory.workflows import get_workflow
 from memoryhub.models import (
     ConsumerTrace,
     Event,
@@ -32,9 +35,6 @@ from memoryhub.models import (
     Workflow,
     role_at_least,
 )
-from memoryhub.quality_service import parse_estimate, record_trigger_estimate
-from memoryhub.tokens import known_encoding
-from memoryhub.workflows import get_workflow
 from triggers.engine import (
     ACTION_COMPACT,
     ACTION_RETRIEVE_OR_BLOCK,

@@ -16,11 +16,11 @@ from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
-from memoryhub.actors import Actor
-from memoryhub.errors import Forbidden, InvalidInput
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import Forbidden, InvalidInput
+from memoryhub.memory.observed import threshold_in_force
 from memoryhub.models import Role, Workflow, role_at_least
-from memoryhub.observed import threshold_in_force
-from memoryhub.views.base import page_tenant, page_workflow
+from memoryhub.web.views.base import page_tenant, page_workflow
 from triggers import services
 from triggers.engine import export_langchain, export_langmem
 from triggers.figures import simulation_figure

@@ -39,7 +39,7 @@ def when(value) -> str:
 def review_nav(context):
     """Nav items with counts: the review inbox, and firing alerts (two small queries per page)."""
     from audit.review import inbox_count
-    from memoryhub.alerting.firing import firing_rules
+    from memoryhub.observe.alerting.firing import firing_rules
 
     tenant = context.get("current_tenant")
     if tenant is None:

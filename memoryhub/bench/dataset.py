@@ -23,7 +23,7 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from memoryhub.canonical import canonical_bytes, hash_text, sha256_hex
+from memoryhub.core.canonical import canonical_bytes, hash_text, sha256_hex
 from memoryhub.models import (
     Artifact,
     CompactionJob,
@@ -586,10 +586,10 @@ def history_workflow(tenant, external_id: str, events: int, *, tail: int = 20, l
 
     The 401 requirement sits at seq 7, the summary leaves it out: investigations must find it.
     """
-    from memoryhub import lifecycle
-    from memoryhub.actors import Actor
-    from memoryhub.summaries import create_summary
-    from memoryhub.workflows import create_workflow
+    from memoryhub.core.actors import Actor
+    from memoryhub.memory import lifecycle
+    from memoryhub.memory.summaries import create_summary
+    from memoryhub.memory.workflows import create_workflow
 
     actor = Actor.system("bench")
     wf, _ = create_workflow(tenant, external_id, actor=actor)

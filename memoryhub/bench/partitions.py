@@ -18,13 +18,13 @@ from urllib.parse import quote
 import httpx
 from django.db import connection
 
-from memoryhub.actors import Actor
 from memoryhub.bench.server import running_server
 from memoryhub.bench.synthetic import synthetic_events
 from memoryhub.compaction.worker import database_url
+from memoryhub.core.actors import Actor
+from memoryhub.core.partitioning import TABLE, is_partitioned
+from memoryhub.memory.workflows import create_workflow
 from memoryhub.models import Workflow
-from memoryhub.partitioning import TABLE, is_partitioned
-from memoryhub.workflows import create_workflow
 
 Log = Callable[[str], None]
 SCHEMA = "bench_plain"
@@ -151,9 +151,9 @@ def compare(
 
 def run(*, big_events: int = 1_000_000, rounds: int = 30, log: Log = print) -> dict[str, Any]:
     """Standalone: a 1k- and a ``big_events``-history workflow, then :func:`compare`."""
+    from memoryhub.accounts.tenancy import create_tenant, issue_api_key
     from memoryhub.bench import dataset
     from memoryhub.bench.scale import _traced_artifact
-    from memoryhub.tenancy import create_tenant, issue_api_key
 
     if connection.vendor != "postgresql":
         raise RuntimeError("the partition benchmark runs on PostgreSQL")

@@ -15,13 +15,13 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from memoryhub.actors import Actor
+from memoryhub.accounts.tenancy import add_member, create_tenant, issue_api_key
 from memoryhub.bench import dataset, partitions
 from memoryhub.bench.server import running_server
+from memoryhub.context.traces import record_artifact, record_trace
+from memoryhub.core.actors import Actor
+from memoryhub.memory.workflows import create_workflow
 from memoryhub.models import Role, Workflow
-from memoryhub.tenancy import add_member, create_tenant, issue_api_key
-from memoryhub.traces import record_artifact, record_trace
-from memoryhub.workflows import create_workflow
 
 Log = Callable[[str], None]
 ACTOR = Actor.system("bench")

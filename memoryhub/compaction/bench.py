@@ -15,16 +15,16 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from memoryhub.actors import Actor
+from memoryhub.accounts.tenancy import create_tenant
 from memoryhub.celery import app
 from memoryhub.compaction import jobs
 from memoryhub.compaction.samples import payments_workflow
 from memoryhub.compaction.worker import running_worker
-from memoryhub.events import append_events, parse_batch
-from memoryhub.lifecycle import source_events
+from memoryhub.core.actors import Actor
+from memoryhub.memory.events import append_events, parse_batch
+from memoryhub.memory.lifecycle import source_events
+from memoryhub.memory.workflows import create_workflow
 from memoryhub.models import CompactionJob, JobStatus, Summary, Workflow
-from memoryhub.tenancy import create_tenant
-from memoryhub.workflows import create_workflow
 
 
 def _workflows(tenant, prefix: str, count: int, raw: list[dict[str, Any]], actor: Actor) -> list[Workflow]:

@@ -28,7 +28,6 @@ from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from memoryhub.actors import Actor
 from memoryhub.compaction.base import (
     CompactionError,
     Compactor,
@@ -39,9 +38,10 @@ from memoryhub.compaction.base import (
     get_compactor,
 )
 from memoryhub.compaction.types import PreviousSummary
-from memoryhub.errors import Conflict, DomainError, InvalidInput
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import Conflict, DomainError, InvalidInput
+from memoryhub.memory.workflows import workflow_encoding
 from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, Workflow
-from memoryhub.workflows import workflow_encoding
 
 logger = logging.getLogger(__name__)
 
@@ -471,7 +471,7 @@ def run_job(job_id: int, task_id: str, *, retries_left: int = 0) -> str:
 
 def _pipeline(claim: _Claim, actor: Actor) -> str:
     """candidate → validate → activate (CAS), resuming from whatever a crashed attempt left."""
-    from memoryhub import lifecycle
+    from memoryhub.memory import lifecycle
 
     job = claim.job
     summary = job.summary if job.summary_id else None
@@ -511,8 +511,8 @@ def _compact_and_store(claim: _Claim, actor: Actor) -> Summary | str:
 
     Returns the summary, or an outcome string when there is nothing to write.
     """
-    from memoryhub.lifecycle import source_events
-    from memoryhub.summaries import create_summary
+    from memoryhub.memory.lifecycle import source_events
+    from memoryhub.memory.summaries import create_summary
 
     job = claim.job
     workflow = Workflow.objects.select_related("active_summary", "tenant").get(pk=job.workflow_id)

@@ -26,7 +26,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from memoryhub.actors import Actor
+from memoryhub.core.actors import Actor
 from memoryhub.demo import scenario
 from memoryhub.demo.integrations import load_integration_workflows
 from memoryhub.models import CompactionJob, Role, Tenant, Workflow
@@ -39,7 +39,7 @@ APPEND_CHUNK = 100
 BURST = 6  # events an agent appends in one call when the story is back-dated
 ROLLUP_DAYS = 8  # the back-dated story spans the overview's default 7-day window (and a bit)
 
-# The validator in force when the seed incident happened (kept as it was; see memoryhub.validation).
+# The validator in force when the seed incident happened (kept as it was; see memoryhub.memory.validation).
 INCIDENT_VALIDATOR = "rules-5"
 APPROX_COUNTER = "count_tokens_approximately"
 
@@ -102,7 +102,7 @@ class _Clock:
         """Gauges (active-summary age, tail length…) can only be measured at the moment they hold:
         measure them after each step of the back-dated story, once per rollup bucket, so the
         overview's gauge series have the story's shape instead of one point at the end."""
-        from memoryhub import metrics
+        from memoryhub.observe import metrics
 
         bucket = metrics.bucket_floor(timezone.now(), metrics.ROLLUP_BUCKET)
         if bucket == self._sampled:
@@ -162,7 +162,7 @@ def _backfill_rollups(out: Out, clock: _Clock) -> None:
 
 
 def _setup_tenants(out: Out) -> tuple[str, Actor]:
-    from memoryhub.tenancy import add_member, create_tenant, issue_api_key
+    from memoryhub.accounts.tenancy import add_member, create_tenant, issue_api_key
 
     setup = Actor.system("load_demo")
     tenants = {t["slug"]: create_tenant(t["slug"], t["name"], actor=setup) for t in scenario.tenants()}
@@ -181,7 +181,7 @@ def _setup_tenants(out: Out) -> tuple[str, Actor]:
 
 def _append(workflow: Workflow, events: list[dict[str, Any]], expected_head: int) -> int:
     """Append through the API's own batch validation; returns the new head."""
-    from memoryhub.events import append_events, parse_batch
+    from memoryhub.memory.events import append_events, parse_batch
 
     head = expected_head
     for i in range(0, len(events), APPEND_CHUNK):
@@ -199,11 +199,11 @@ def _worker(task_id: str, worker: str = "") -> Actor:
 def _replay_acme(
     out: Out, clock: _Clock, steps: list[dict[str, Any]], agents: Actor, report: LoadReport
 ) -> None:
-    from memoryhub import lifecycle
-    from memoryhub.context import assemble_context
-    from memoryhub.summaries import create_summary
-    from memoryhub.traces import record_artifact, record_trace
-    from memoryhub.workflows import create_workflow, get_workflow
+    from memoryhub.context.assembly import assemble_context
+    from memoryhub.context.traces import record_artifact, record_trace
+    from memoryhub.memory import lifecycle
+    from memoryhub.memory.summaries import create_summary
+    from memoryhub.memory.workflows import create_workflow, get_workflow
 
     tenant = Tenant.objects.get(slug=scenario.TENANT_SLUG)
     info = scenario.acme_workflow()
@@ -394,8 +394,8 @@ def _stale_attempt(
 ) -> str:
     """The late worker: a redelivered attempt of S2's job tries to activate S2 with the revision it
     read before S3 existed. The service must record it as stale and change nothing."""
-    from memoryhub import lifecycle
-    from memoryhub.errors import Conflict
+    from memoryhub.core.errors import Conflict
+    from memoryhub.memory import lifecycle
 
     version = step["summary_version"]
     actor = _worker(step["task_id"], step["actor"])
@@ -429,7 +429,7 @@ def _stale_attempt(
 
 
 def _load_other_workflows(out: Out, clock: _Clock, span: float, agents: Actor) -> None:
-    from memoryhub.workflows import create_workflow
+    from memoryhub.memory.workflows import create_workflow
 
     for i, spec in enumerate(scenario.other_workflows()):
         tenant = Tenant.objects.get(slug=spec["tenant"])
@@ -542,10 +542,10 @@ def _review_story(out: Out) -> dict[str, Any]:
     the reviewer discusses it in comments; an alert on the active summary's age fires. All
     through the services, at the present."""
     from audit.review import add_comment, approve_and_activate_summary, inbox_count
-    from memoryhub.alerting.evaluate import evaluate_rule
-    from memoryhub.alerting.services import create_rule
+    from memoryhub.memory.workflows import create_workflow
     from memoryhub.models import Event, Summary
-    from memoryhub.workflows import create_workflow
+    from memoryhub.observe.alerting.evaluate import evaluate_rule
+    from memoryhub.observe.alerting.services import create_rule
     from triggers.services import save_policy
 
     tenant = Tenant.objects.get(slug=scenario.TENANT_SLUG)
@@ -598,7 +598,7 @@ def live_steps(out: Out = print, *, wait_s: float = 60.0, poll_s: float = 0.5) -
     """Ask the running worker to compact acme/refunds-api-9 (idempotent: asking again returns the
     same job) and wait up to ``wait_s`` for it to finish, printing its attempts."""
     from memoryhub.compaction.jobs import request_compaction
-    from memoryhub.workflows import get_workflow
+    from memoryhub.memory.workflows import get_workflow
 
     if not is_loaded():
         raise DemoStateError("the demo is not loaded; run `manage.py load_demo` first")

@@ -26,12 +26,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from memoryhub.actors import Actor
-from memoryhub.events import append_events, parse_batch
+from memoryhub.context.traces import record_artifact, record_trace
+from memoryhub.core.actors import Actor
+from memoryhub.memory.events import append_events, parse_batch
+from memoryhub.memory.observed import record_observed_compaction
+from memoryhub.memory.workflows import create_workflow, get_workflow
 from memoryhub.models import Tenant, WorkflowSource
-from memoryhub.observed import record_observed_compaction
-from memoryhub.traces import record_artifact, record_trace
-from memoryhub.workflows import create_workflow, get_workflow
 
 Out = Callable[[str], None]
 CLAUDE_SESSION = "7d3f0b52-cc01-4c8e-9a3e-5b1f2e0c9a11"

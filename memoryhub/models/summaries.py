@@ -140,7 +140,7 @@ class ValidationRecord(PurgeablePayloadMixin, models.Model):
     @property
     def result(self) -> str:
         """passed | failed | unverifiable (opaque content: no check failed, the text could not be read)."""
-        from memoryhub.opaque import validation_result
+        from memoryhub.core.opaque import validation_result
 
         return validation_result(self.passed, self.checks or [])
 

@@ -48,8 +48,8 @@ def format_duration(seconds: Any) -> str:
 
 
 def format_metric(value: Any, metric: str) -> str:
-    """``value`` of ``metric`` with the metric's unit (see memoryhub.metrics.METRICS)."""
-    from memoryhub.metrics import METRICS
+    """``value`` of ``metric`` with the metric's unit (see memoryhub.observe.metrics.METRICS)."""
+    from memoryhub.observe.metrics import METRICS
 
     if value is None:
         return "no data"

@@ -6,8 +6,9 @@ from typing import Any
 
 from django import template
 
-from memoryhub import figures, quality, quality_service
+from memoryhub.memory import quality, quality_service
 from memoryhub.models import Summary, Workflow
+from memoryhub.observe import figures
 
 register = template.Library()
 

@@ -12,14 +12,14 @@ import pytest
 
 from audit.models import AuditEntry
 from audit.purge import purge_events
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
 from memoryhub.compaction import jobs
 from memoryhub.compaction.base import register
 from memoryhub.compaction.extractive import ExtractiveCompactor
-from memoryhub.errors import Conflict
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import Conflict
+from memoryhub.memory import lifecycle
+from memoryhub.memory.summaries import create_summary
 from memoryhub.models import CompactionJob, JobStatus, Summary
-from memoryhub.summaries import create_summary
 from tests.helpers import append, event, make_workflow
 
 SECRET = "Customer Jane Roe card 4111-1111-1111-1111 disputes charge ch_8812"

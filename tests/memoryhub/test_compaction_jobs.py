@@ -11,10 +11,10 @@ import pytest
 from django.db import connection
 
 from audit.models import AuditEntry
-from memoryhub.actors import Actor
 from memoryhub.celery import app
 from memoryhub.compaction import jobs
 from memoryhub.compaction.samples import payments_workflow
+from memoryhub.core.actors import Actor
 from memoryhub.models import (
     CompactionJob,
     JobStatus,

@@ -10,6 +10,7 @@ from django.contrib.auth import authenticate
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from memoryhub.accounts.tenancy import verify_api_key
 from memoryhub.demo import scenario
 from memoryhub.models import (
     Artifact,
@@ -22,7 +23,6 @@ from memoryhub.models import (
     ValidationRecord,
     Workflow,
 )
-from memoryhub.tenancy import verify_api_key
 
 pytestmark = pytest.mark.django_db
 

@@ -116,7 +116,7 @@ def test_a_message_published_twice_runs_once(tenant, alice, receiver, settings):
     """The request's publish may land after all (slow broker) and the sweeper publish it again:
     the task claims its outbox row, so the second delivery does nothing."""
     from memoryhub import outbox
-    from memoryhub.alerting.tasks import send_test
+    from memoryhub.observe.alerting.tasks import send_test
 
     channel = Channel.objects.create(tenant=tenant, kind="webhook", name="ops", url=receiver.url("/ok"))
     message = OutboxMessage.objects.create(
