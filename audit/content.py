@@ -10,13 +10,8 @@ from django.urls import reverse
 
 from memoryhub.core.errors import DomainError
 from memoryhub.core.opaque import OPAQUE_SCHEMA
+from memoryhub.memory.events import EVENTS_PER_PAGE
 from memoryhub.models import Event, Summary, Workflow
-
-# Must match the workflow page's paging (memoryhub.web.views.base.EVENTS_PER_PAGE) for #event-<seq> links.
-try:
-    from memoryhub.web.views.base import EVENTS_PER_PAGE
-except ImportError:  # pragma: no cover - the base views always exist
-    EVENTS_PER_PAGE = 50
 
 
 def purge_note(purge_id: str, at: Any) -> str:

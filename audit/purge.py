@@ -277,20 +277,6 @@ def purge_events(
     return outcome
 
 
-def purge_since(workflow: Workflow, epoch: int | None, up_to_seq: int) -> Purge | None:
-    """The first purge after ``epoch`` that removed an event at or below ``up_to_seq``, if any.
-
-    Content computed from events read at purge epoch ``epoch`` may quote what such a purge removed;
-    activation refuses it (the store already refused it under the same lock, this is the re-check).
-    """
-    if epoch is None:
-        return None
-    for purge in Purge.objects.filter(workflow=workflow, epoch__gt=epoch).order_by("epoch"):
-        if purge.seqs and min(purge.seqs) <= up_to_seq:
-            return purge
-    return None
-
-
 def _forget_identifiers(workflow: Workflow, events: list[Event], detector: PurgedText) -> None:
     """Open tool calls and pending side effects name events by id; an id of a purged event that
     quotes the purged content is replaced by a neutral ``purged-seq-N`` (the count, which trigger
@@ -310,7 +296,7 @@ def _forget_identifiers(workflow: Workflow, events: list[Event], detector: Purge
 
 def _request_rederivation(workflow: Workflow, actor: Actor) -> None:
     """Derived summaries were scrubbed: ask for a fresh compaction of what remains (new purge epoch)."""
-    from memoryhub.compaction.jobs import request_compaction
+    from memoryhub.pipeline.jobs import request_compaction
 
     workflow.refresh_from_db()
     if workflow.head_seq:

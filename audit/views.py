@@ -30,9 +30,9 @@ from audit.lineage import artifact_lineage, get_artifact
 from audit.models import AuditEntry, Investigation
 from audit.replay import get_trace, replay_bundle
 from audit.verify import verify_chain
-from memoryhub.core.actors import Actor
 from memoryhub.core.errors import DomainError, NotFound
 from memoryhub.models import Role, role_at_least
+from memoryhub.web.actors import request_actor
 from memoryhub.web.views.base import page_tenant, page_workflow
 
 AUDIT_PER_PAGE = 50
@@ -86,7 +86,7 @@ def artifact_investigate(request: HttpRequest, artifact_id: str) -> HttpResponse
     fact = request.POST.get("fact", "")
     regex = request.POST.get("regex") in ("on", "true", "1")
     try:
-        result = investigate(context["artifact"], fact, Actor.from_request(request), regex=regex)
+        result = investigate(context["artifact"], fact, request_actor(request), regex=regex)
     except DomainError as exc:
         context.update(form_error=exc.detail, form_fact=fact, form_regex=regex)
         return render(request, "audit/artifact_detail.html", context, status=exc.status)
@@ -323,7 +323,7 @@ def summary_action(request: HttpRequest, summary_id: str, action: str) -> HttpRe
         result = review.run_action(
             action,
             summary,
-            Actor.from_request(request),
+            request_actor(request),
             reason=form["reason"],
             expected_revision=form["expected_revision"],
             checks=form["checks"],
@@ -349,7 +349,7 @@ def summary_comment(request: HttpRequest, summary_id: str) -> HttpResponse:
     _require_role(role, ACTION_ROLES["comment"])
     url = reverse("memoryhub:summary-detail", args=[summary.summary_id])
     try:
-        comment = review.add_comment(summary, Actor.from_request(request), request.POST.get("text"))
+        comment = review.add_comment(summary, request_actor(request), request.POST.get("text"))
     except DomainError as exc:
         messages.error(request, exc.detail)
         return redirect(f"{url}#comments")

@@ -18,7 +18,7 @@ from memoryhub.core.errors import InvalidInput
 from memoryhub.models import Role, Tenant
 from memoryhub.web.api.common import WF, TenantAPIView, body_object, int_param
 from memoryhub.web.api.serializers import ErrorSerializer
-from triggers import services
+from triggers import policy, services
 from triggers.engine import ACTIONS, MAX_INPUT_COUNT, PolicySpec, export_langchain, export_langmem
 
 
@@ -158,7 +158,7 @@ class _PolicyView(TenantAPIView):
         return self.workflow(wf) if wf is not None else None
 
     def _get(self, wf: str | None = None) -> Response:
-        spec, source, row = services.effective_policy(_tenant(self.request), self.scope(wf))
+        spec, source, row = policy.effective_policy(_tenant(self.request), self.scope(wf))
         return Response(services.policy_payload(spec, source, row))
 
     def _save(self, wf: str | None, *, partial: bool) -> Response:
@@ -171,7 +171,7 @@ class _PolicyView(TenantAPIView):
             partial=partial,
             role=getattr(self.request, "role", None),
         )
-        source = services.SOURCE_WORKFLOW if workflow is not None else services.SOURCE_TENANT
+        source = policy.SOURCE_WORKFLOW if workflow is not None else policy.SOURCE_TENANT
         return Response(services.policy_payload(spec, source, row))
 
     def _delete(self, wf: str | None = None) -> Response:
@@ -179,7 +179,7 @@ class _PolicyView(TenantAPIView):
         services.delete_policy(
             _tenant(self.request), self.actor(), workflow=workflow, role=getattr(self.request, "role", None)
         )
-        spec, source, row = services.effective_policy(_tenant(self.request), workflow)
+        spec, source, row = policy.effective_policy(_tenant(self.request), workflow)
         return Response(services.policy_payload(spec, source, row))
 
 
@@ -232,13 +232,13 @@ class TenantPolicy(_PolicyView):
 class WorkflowPolicyExport(TenantAPIView):
     @extend_schema(parameters=_EXPORT_PARAMS, responses={200: OpenApiTypes.OBJECT, 404: ErrorSerializer})
     def get(self, request, wf: str):
-        return Response(_export(services.policy_for(self.workflow(wf)), request.query_params))
+        return Response(_export(policy.policy_for(self.workflow(wf)), request.query_params))
 
 
 class TenantPolicyExport(TenantAPIView):
     @extend_schema(parameters=_EXPORT_PARAMS, responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
-        spec, _, _ = services.effective_policy(_tenant(request))
+        spec, _, _ = policy.effective_policy(_tenant(request))
         return Response(_export(spec, request.query_params))
 
 

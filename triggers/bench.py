@@ -44,6 +44,7 @@ from memoryhub.memory.events import append_events, parse_batch
 from memoryhub.memory.workflows import create_workflow
 from triggers import services
 from triggers.engine import DecisionInputs, PolicySpec, evaluate
+from triggers.policy import policy_for
 
 DEFAULT_SIZES = (1_000, 10_000, 100_000)
 
@@ -169,7 +170,7 @@ def _measure(tenant, workflow, payload, *, decisions: int, baseline_repeats: int
         return services.evaluate_for(wf, step)[0].action
 
     # A next step that takes the projection just over the safe budget: "compact".
-    spec = services.policy_for(workflow)
+    spec = policy_for(workflow)
     big_step = {"expected_next_step_tokens": spec.safe_budget - workflow.history_tokens + 1}
 
     def logged() -> str:

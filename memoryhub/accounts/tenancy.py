@@ -46,7 +46,7 @@ def _hash_secret(secret: str) -> str:
 @transaction.atomic
 def create_tenant(slug: str, name: str = "", actor: Actor | None = None) -> Tenant:
     from audit.log import record
-    from memoryhub.observe.alerts_defaults import install_default_rules
+    from memoryhub.accounts.alerts_defaults import install_default_rules
 
     tenant = Tenant.objects.create(slug=slug, name=name or slug)
     record(

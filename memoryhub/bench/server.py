@@ -25,7 +25,7 @@ def running_server(workers: int = 2, env: dict[str, str] | None = None):
     """Yield the base URL of a gunicorn serving this project with the current database settings."""
     port = free_port()
     gunicorn = Path(sys.executable).with_name("gunicorn")
-    from memoryhub.compaction.worker import database_url
+    from memoryhub.pipeline.worker import database_url
 
     child_env = {
         **os.environ,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -31,16 +30,3 @@ class Actor:
     @classmethod
     def system(cls, name: str) -> Actor:
         return cls("system", name)
-
-    @classmethod
-    def from_request(cls, request: Any) -> Actor:
-        """The actor behind an API or page request (API key first, then the session user)."""
-        from memoryhub.models import ApiKey
-
-        auth = getattr(request, "auth", None)
-        if isinstance(auth, ApiKey):
-            return cls.api_key(auth.name, auth.prefix)
-        user = getattr(request, "user", None)
-        if user is not None and user.is_authenticated:
-            return cls.user(user.get_username())
-        return cls.system("anonymous")

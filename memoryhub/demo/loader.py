@@ -342,7 +342,7 @@ def _replay_acme(
 
 def _historical_job(tenant: Tenant, workflow: Workflow, spec: dict[str, Any]) -> CompactionJob:
     """Imported record of the external c1/c2 compaction that produced a summary (see module doc)."""
-    from memoryhub.compaction.jobs import idempotency_key
+    from memoryhub.pipeline.jobs import idempotency_key
 
     now = timezone.now()
     attempt = spec["job"]["attempts"][0]
@@ -527,7 +527,7 @@ DEMO_ALERT = {
 
 def _compact_now(workflow: Workflow, actor: Actor, task_id: str) -> Any:
     """Request a compaction and run it with the worker's own function, in this process."""
-    from memoryhub.compaction.jobs import request_compaction, run_job
+    from memoryhub.pipeline.jobs import request_compaction, run_job
 
     with transaction.atomic():
         job, _ = request_compaction(workflow, actor=actor)
@@ -597,8 +597,8 @@ def _review_story(out: Out) -> dict[str, Any]:
 def live_steps(out: Out = print, *, wait_s: float = 60.0, poll_s: float = 0.5) -> CompactionJob:
     """Ask the running worker to compact acme/refunds-api-9 (idempotent: asking again returns the
     same job) and wait up to ``wait_s`` for it to finish, printing its attempts."""
-    from memoryhub.compaction.jobs import request_compaction
     from memoryhub.memory.workflows import get_workflow
+    from memoryhub.pipeline.jobs import request_compaction
 
     if not is_loaded():
         raise DemoStateError("the demo is not loaded; run `manage.py load_demo` first")

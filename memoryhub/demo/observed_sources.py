@@ -338,7 +338,7 @@ def anthropic_response() -> dict[str, Any]:
 
 
 def load_anthropic(tenant: Tenant, actor: Actor, out: Out) -> None:
-    from memoryhub.integrations.anthropic_compaction import record_anthropic_response
+    from memoryhub.client.anthropic import record_anthropic_response
 
     sink = ServiceSink(tenant, actor)
     wf = sink.create_workflow(

@@ -18,11 +18,16 @@ from django.utils import timezone
 
 from memoryhub.core.canonical import hash_text
 from memoryhub.core.errors import Conflict, InvalidInput, PayloadTooLarge
+from memoryhub.core.facts import FACT_KINDS, FACT_STATES
 from memoryhub.core.tokens import count_many
-from memoryhub.memory.facts import FACT_KINDS, FACT_STATES
 from memoryhub.memory.quality_service import Estimate, parse_estimate, record_event_estimates
 from memoryhub.memory.workflows import workflow_encoding
 from memoryhub.models import Event, EventKind, SideEffect, Workflow
+from triggers.policy import policy_for
+
+# The workflow page shows events in pages of this many seqs: page N holds seqs (N-1)*50+1 .. N*50,
+# so any page can link to an event as /workflows/<wf>/?page=<n>#event-<seq> (audit pages do).
+EVENTS_PER_PAGE = 50
 
 EVENT_FIELDS = {
     "kind",
@@ -317,7 +322,6 @@ def append_events(
 
 
 def _policy_model(workflow: Workflow) -> str:
-    from triggers.services import policy_for  # triggers sits above memoryhub's primitives
 
     return policy_for(workflow).model
 

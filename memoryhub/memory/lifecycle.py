@@ -38,12 +38,13 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from audit.models import Purge
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Conflict, DomainError, InvalidInput
 from memoryhub.core.opaque import OPAQUE_SCHEMA, OPAQUE_VALIDATOR_VERSION, opaque_checks
 from memoryhub.memory.events import tokens_through
+from memoryhub.memory.sources import source_events
 from memoryhub.models import (
-    Event,
     LifecycleAction,
     LifecycleEvent,
     LifecycleResult,
@@ -54,6 +55,7 @@ from memoryhub.models import (
     Workflow,
     role_at_least,
 )
+from triggers.policy import policy_for
 
 S = SummaryStatus
 A = LifecycleAction
@@ -366,39 +368,15 @@ def _current_revision(wf: Workflow) -> int:
 # -- actions ---------------------------------------------------------------------------------------
 
 
-def source_events(workflow: Workflow, start: int, end: int) -> list:
-    """Covered events as the validator's SourceEvent (purged ones flagged, content gone)."""
-    from memoryhub.compaction.types import SourceEvent
-
-    rows = Event.objects.filter(workflow=workflow, seq__gte=start, seq__lte=end).order_by("seq")
-    return [
-        SourceEvent(
-            seq=e.seq,
-            kind=e.kind,
-            content=e.content,
-            agent=e.agent,
-            role=e.role,
-            tool_call_id=e.tool_call_id,
-            facts=list(e.facts or []),
-            refs=list(e.refs or []),
-            side_effect=e.side_effect,
-            token_count=e.token_count,
-            purged=e.purged_at is not None,
-        )
-        for e in rows.iterator(chunk_size=1000)
-    ]
-
-
 def run_validator(summary: Summary, version: str | None = None):
     """Run ``memoryhub.memory.validation.validate_summary`` on the stored bytes (no lock held).
 
     ``version`` defaults to the workflow policy's ``quality.validator`` (rules-6 unless set),
     whose floors rules-6 applies; rules-5 stays available for the history it validated.
     """
-    from memoryhub.memory.quality import merged_quality
+    from memoryhub.core.quality import merged_quality
     from memoryhub.memory.validation import ValidationOutcome, validate_summary
     from memoryhub.memory.workflows import workflow_encoding
-    from triggers.services import policy_for
 
     wf = Workflow.objects.select_related("active_summary").get(pk=summary.workflow_id)
     active = wf.active_summary if wf.active_summary_id and wf.active_summary_id != summary.pk else None
@@ -772,9 +750,7 @@ def _swap_locked(
         )
     if s.purged_by_id is not None:
         return refused("summary_purged", f"S{s.version} covers purged events and can never be served")
-    from audit.purge import purge_since  # purge imports lifecycle
-
-    if (late := purge_since(wf, s.source_purge_epoch, s.covers_to_seq)) is not None:
+    if (late := Purge.first_covering(wf, s.source_purge_epoch, s.covers_to_seq)) is not None:
         return refused(
             "purged_since_read",
             f"S{s.version} was computed before purge {late.purge_id} removed events it covers",

@@ -1,7 +1,7 @@
 """Compaction quality in the database: token-estimate drift, missed compactions, and the reports
 the summary and workflow pages show (retention table, decay across versions).
 
-The measurements themselves are ``memoryhub.memory.quality`` (pure Python); this module feeds it rows
+The measurements themselves are ``memoryhub.core.quality`` (pure Python); this module feeds it rows
 and records what clients tell us about their own token counters.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 from django.conf import settings
 
+from memoryhub.core import quality as q
 from memoryhub.core.errors import InvalidInput
-from memoryhub.memory import quality as q
 from memoryhub.models import (
     CompactionJob,
     EstimateSource,
@@ -27,6 +27,7 @@ from memoryhub.models import (
     TokenEstimate,
     Workflow,
 )
+from triggers.policy import policy_for
 
 ACTIVE_JOB_STATUSES = (JobStatus.PENDING, JobStatus.QUEUED, JobStatus.RUNNING)
 # Pages compute retention live for summaries up to this many covered events.
@@ -130,7 +131,6 @@ def drift_by_model(workflow: Workflow, *, limit: int = 5000) -> list[dict[str, A
 
 def missed_compaction(workflow: Workflow) -> bool:
     """History over the policy's safe budget at a model call, and no compaction requested/running."""
-    from triggers.services import policy_for
 
     totals = Workflow.objects.filter(pk=workflow.pk).values("summary_tokens", "tail_tokens").get()
     history = totals["summary_tokens"] + totals["tail_tokens"]
@@ -175,7 +175,7 @@ def _page_limit() -> int:
 
 
 def _source_events(workflow: Workflow, start: int, end: int):
-    from memoryhub.memory.lifecycle import source_events
+    from memoryhub.memory.sources import source_events
 
     return source_events(workflow, start, end)
 
@@ -183,7 +183,6 @@ def _source_events(workflow: Workflow, start: int, end: int):
 def summary_quality(summary: Summary) -> dict[str, Any]:
     """The retention table of one summary: per class kept/total against the policy's floors, and
     the fabricated tokens. From its rules-6 validation record when it has one, else measured now."""
-    from triggers.services import policy_for
 
     quality = q.merged_quality(policy_for(summary.workflow).quality)
     floors = quality["floors"]
@@ -242,7 +241,6 @@ def summary_quality(summary: Summary) -> dict[str, Any]:
 def workflow_quality(workflow: Workflow, *, max_versions: int = 20) -> dict[str, Any]:
     """Decay across the workflow's summary versions (lost rows + S1-retention curve), the
     thresholds in force and the token-estimate drift, in a fixed handful of queries."""
-    from triggers.services import policy_for
 
     spec = policy_for(workflow)
     summaries = list(

@@ -20,10 +20,10 @@ from django.db.models import Count, Field
 from memoryhub.core.actors import Actor
 from memoryhub.core.canonical import HASH_PREFIX, canonical_bytes, sha256_hex
 from memoryhub.core.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
+from memoryhub.core.facts import FACT_KINDS, FACT_STATES
 from memoryhub.core.opaque import OPAQUE_SCHEMA, is_opaque, opaque_problems, validation_result
+from memoryhub.core.quality import TOKEN_CLASSES
 from memoryhub.core.tokens import count_tokens
-from memoryhub.memory.facts import FACT_KINDS, FACT_STATES
-from memoryhub.memory.quality import TOKEN_CLASSES
 from memoryhub.memory.workflows import workflow_encoding
 from memoryhub.models import (
     SUMMARY_SCHEMA,

@@ -10,7 +10,7 @@ Two rule sets exist and both stay runnable so a recorded outcome can be reproduc
   codes and commands of the covered events, kept per class above the policy's floors),
   ``mandatory_events`` (requirement/approval/decision events not superseded later) and
   ``fabricated`` (salient tokens that appear in no covered event or prior summary). See
-  ``memoryhub.memory.quality``. It is the policy default for new compactions.
+  ``memoryhub.core.quality``. It is the policy default for new compactions.
 
 The Django layer stores the outcome as a ValidationRecord and moves the summary to VALIDATED or
 REJECTED; a reviewer may later waive named failed checks with ``apply_waivers``.
@@ -27,10 +27,10 @@ from typing import Any
 from memoryhub.compaction.secret_scan import find_secrets
 from memoryhub.compaction.tokens import DEFAULT_ENCODING, count_json_tokens, count_tokens
 from memoryhub.compaction.types import SUMMARY_SCHEMA, SourceEvent
+from memoryhub.core import quality as q
 from memoryhub.core.canonical import canonical_bytes, sha256_hex
-from memoryhub.memory import quality as q
-from memoryhub.memory.facts import is_mandatory
-from memoryhub.memory.quality import RULES_5, RULES_6, QualitySettings, SourceIndex
+from memoryhub.core.facts import is_mandatory
+from memoryhub.core.quality import RULES_5, RULES_6, QualitySettings, SourceIndex
 
 # ``validate_summary``'s default when no version is asked for (recorded outcomes reproduce);
 # new compactions take the policy's ``quality.validator`` (rules-6 unless set otherwise).
@@ -120,7 +120,7 @@ def validate_summary(
 
     ``events`` are the covered source events (seqs ``covers_from_seq..covers_to_seq``, purged
     ones included with ``purged=True``); events outside that range are ignored. rules-6 also
-    reads ``quality`` (the policy's floors, ``memoryhub.memory.quality.default_quality()`` shape),
+    reads ``quality`` (the policy's floors, ``memoryhub.core.quality.default_quality()`` shape),
     ``previous_content`` (the prior summary: its tokens are not fabricated) and may reuse a
     ``source_index`` already built over exactly these covered events.
     """

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from audit.models import AuditEntry, Investigation, Purge, SummaryComment
-from memoryhub.compaction.jobs import request_compaction, run_job
 from memoryhub.core.actors import Actor
 from memoryhub.memory import lifecycle
 from memoryhub.models import Event, Summary, SummaryStatus
+from memoryhub.pipeline.jobs import request_compaction, run_job
 from tests.helpers import append, event, make_workflow
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,8 @@ from io import StringIO
 from django.core.management import call_command
 
 from memoryhub.bench import quality as bench
+from memoryhub.core import quality as q
 from memoryhub.core.tokens import count_many
-from memoryhub.memory import quality as q
 
 
 def test_bench_quality_writes_json_with_measured_numbers(settings, tmp_path):

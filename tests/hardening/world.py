@@ -17,7 +17,6 @@ from typing import Any
 from audit.investigate import investigate
 from audit.purge import parse_selector, purge_events
 from audit.retention import set_policies
-from memoryhub.compaction.jobs import request_compaction
 from memoryhub.core.actors import Actor
 from memoryhub.demo import scenario
 from memoryhub.demo.loader import load
@@ -39,6 +38,7 @@ from memoryhub.models import (
     Workflow,
 )
 from memoryhub.observe.alerting import services as alerting
+from memoryhub.pipeline.jobs import request_compaction
 from tests.conftest import Party
 from tests.helpers import append, event, make_workflow
 from triggers import services as triggers

@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
+from memoryhub.accounts.alerts_defaults import DEFAULT_RULES
 from memoryhub.models import AlertEvaluation, AlertEvent, AlertRule
 from memoryhub.observe.alerting import evaluate
 from memoryhub.observe.alerting.evaluate import classify, evaluate_due_rules, evaluate_rule
 from memoryhub.observe.alerting.services import clean_rule
-from memoryhub.observe.alerts_defaults import DEFAULT_RULES
 from tests.helpers import make_workflow
 
 from .alert_helpers import T0, frozen, lifecycle, set_totals, summary

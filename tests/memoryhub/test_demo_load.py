@@ -136,7 +136,7 @@ def test_second_load_refuses_and_skip_if_loaded_is_quiet(loaded):
 
 
 def test_live_steps_request_one_compaction_of_refunds(loaded):
-    from memoryhub.compaction.jobs import run_job
+    from memoryhub.pipeline.jobs import run_job
 
     out = StringIO()
     call_command("load_demo", "--live-steps", "--wait", "0", stdout=out)

@@ -10,8 +10,8 @@ import pytest
 import tiktoken
 
 from memoryhub.core.canonical import canonical_bytes, hash_value, sha256_hex
+from memoryhub.core.facts import FACT_KINDS, FACT_STATES, is_mandatory
 from memoryhub.demo import scenario
-from memoryhub.memory.facts import FACT_KINDS, FACT_STATES, is_mandatory
 
 EVENT_KINDS = {
     "message",

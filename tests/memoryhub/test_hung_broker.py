@@ -18,9 +18,9 @@ import time
 import pytest
 
 from memoryhub.celery import app, publish
-from memoryhub.compaction.tasks import run_compaction
-from memoryhub.compaction.worker import running_worker
 from memoryhub.models import AlertRule, Channel, CompactionJob, JobStatus, Notification, OutboxMessage
+from memoryhub.pipeline.tasks import run_compaction
+from memoryhub.pipeline.worker import running_worker
 from memoryhub.schedules import BEAT_SCHEDULE
 from tests.helpers import append, event, make_workflow
 from tests.memoryhub.alert_helpers import Receiver

@@ -12,9 +12,9 @@ from django.test import Client
 
 from memoryhub.compaction import get_compactor
 from memoryhub.compaction.types import SourceEvent
+from memoryhub.core import quality as q
 from memoryhub.core.canonical import canonical_bytes, sha256_hex
 from memoryhub.demo import scenario
-from memoryhub.memory import quality as q
 from memoryhub.memory.validation import CHECKS_BY_VERSION, WaiverError, apply_waivers, validate_summary
 from memoryhub.models import (
     AlertRule,

@@ -20,7 +20,7 @@ def _triggers(opts, log):
 
 
 def _compaction(opts, log):
-    from memoryhub.compaction import bench as compaction_bench
+    from memoryhub.bench import compaction as compaction_bench
 
     return compaction_bench.run(log=log)
 

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import InvalidInput
+from memoryhub.core.moments import BadMoment, check_moment, parse_moment_text
 from memoryhub.models import AlertEvaluation, AlertRule, Channel, ChannelKind, Comparator, Tenant
 from memoryhub.observe.metrics import METRICS
 
@@ -112,10 +113,8 @@ def _boolean(data: dict, field: str) -> bool:
 
 
 def parse_moment(value: Any, field: str = "muted_until") -> datetime | None:
-    """An ISO 8601 date-time the database can store (memoryhub.web.api.fields), in UTC; None for
+    """An ISO 8601 date-time the database can store (memoryhub.core.moments), in UTC; None for
     null/empty. Raises InvalidInput."""
-    from memoryhub.web.api.fields import BadMoment, check_moment, parse_moment_text
-
     if value is None or value == "":
         return None
     try:

@@ -10,6 +10,7 @@ from memoryhub.core.actors import Actor
 from memoryhub.core.errors import InvalidInput
 from memoryhub.memory.workflows import get_workflow
 from memoryhub.models import Workflow
+from memoryhub.web.actors import request_actor
 
 # External ids may contain anything but '/'.
 WF = "<str:wf>"
@@ -19,7 +20,7 @@ class TenantAPIView(APIView):
     """Base for v1 views: request.tenant/request.role are set by the TenantMember permission."""
 
     def actor(self) -> Actor:
-        return Actor.from_request(self.request)
+        return request_actor(self.request)
 
     def workflow(self, external_id: str, *, for_update: bool = False) -> Workflow:
         # request.tenant is set by the TenantMember permission; DRF's Request type does not declare it.

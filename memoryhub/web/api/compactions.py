@@ -4,7 +4,7 @@ POST workflows/{wf}/compactions/   {"source_revision"?: n, "compactor"?: name} â
 GET  workflows/{wf}/compactions/   the workflow's jobs, newest first (?status=)
 GET  compactions/{job_id}/          status, every attempt, tokens, estimated cost, latency
 
-Views are thin: the rules live in memoryhub.compaction.jobs.
+Views are thin: the rules live in memoryhub.pipeline.jobs.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 
-from memoryhub.compaction.jobs import job_payload, request_compaction
 from memoryhub.core.errors import InvalidInput, NotFound
 from memoryhub.models import CompactionJob, JobStatus
+from memoryhub.pipeline.jobs import job_payload, request_compaction
 from memoryhub.web.api.common import WF, TenantAPIView, body_object
 from memoryhub.web.api.serializers import ErrorSerializer
 

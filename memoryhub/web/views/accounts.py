@@ -17,9 +17,9 @@ from django.urls import path
 from django.views.decorators.http import require_POST
 
 from memoryhub.accounts import tenancy
-from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Conflict, InvalidInput, NotFound
 from memoryhub.models import Role, Tenant, role_at_least
+from memoryhub.web.actors import request_actor
 from memoryhub.web.views.base import page_tenant
 
 
@@ -77,7 +77,7 @@ def members(request: HttpRequest) -> HttpResponse:
                     tenant,
                     form.cleaned_data["username"],
                     form.cleaned_data["role"],
-                    Actor.from_request(request),
+                    request_actor(request),
                     password=form.cleaned_data["password"] or None,
                 )
             except (InvalidInput, Conflict) as exc:
@@ -105,9 +105,7 @@ def member_role(request: HttpRequest, username: str) -> HttpResponse:
     tenant = _admin_tenant(request)
     membership = _membership(tenant, username)
     try:
-        membership = tenancy.change_member_role(
-            membership, request.POST.get("role"), Actor.from_request(request)
-        )
+        membership = tenancy.change_member_role(membership, request.POST.get("role"), request_actor(request))
     except (InvalidInput, Conflict) as exc:
         messages.error(request, exc.detail)
     else:
@@ -121,7 +119,7 @@ def member_remove(request: HttpRequest, username: str) -> HttpResponse:
     tenant = _admin_tenant(request)
     membership = _membership(tenant, username)
     try:
-        revoked = tenancy.remove_member(membership, Actor.from_request(request))
+        revoked = tenancy.remove_member(membership, request_actor(request))
     except Conflict as exc:
         messages.error(request, exc.detail)
     else:
@@ -159,7 +157,7 @@ def keys(request: HttpRequest) -> HttpResponse:
                     form.cleaned_data["name"],
                     role=form.cleaned_data["role"],
                     created_by=_session_user(request),
-                    actor=Actor.from_request(request),
+                    actor=request_actor(request),
                 )
             except InvalidInput as exc:
                 _apply_error(form, exc)
@@ -182,7 +180,7 @@ def key_rotate(request: HttpRequest, prefix: str) -> HttpResponse:
     tenant = _admin_tenant(request)
     key = _key(tenant, prefix)
     try:
-        issued = tenancy.rotate_api_key(key, Actor.from_request(request), created_by=_session_user(request))
+        issued = tenancy.rotate_api_key(key, request_actor(request), created_by=_session_user(request))
     except Conflict as exc:
         messages.error(request, exc.detail)
         return redirect("memoryhub:settings-keys")
@@ -193,7 +191,7 @@ def key_rotate(request: HttpRequest, prefix: str) -> HttpResponse:
 @require_POST
 def key_revoke(request: HttpRequest, prefix: str) -> HttpResponse:
     tenant = _admin_tenant(request)
-    key = tenancy.revoke_api_key(_key(tenant, prefix), Actor.from_request(request))
+    key = tenancy.revoke_api_key(_key(tenant, prefix), request_actor(request))
     messages.success(request, f"Key “{key.name}” ({key.prefix}…) revoked; it no longer works.")
     return redirect("memoryhub:settings-keys")
 

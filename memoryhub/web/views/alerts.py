@@ -23,7 +23,6 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from memoryhub.accounts.tenancy import verify_api_key
-from memoryhub.core.actors import Actor
 from memoryhub.core.errors import InvalidInput
 from memoryhub.models import (
     Aggregation,
@@ -41,6 +40,7 @@ from memoryhub.observe.alerting import prometheus, services
 from memoryhub.observe.alerting.figures import rule_history_figure
 from memoryhub.observe.alerting.firing import delivery_summary
 from memoryhub.observe.metrics import METRICS
+from memoryhub.web.actors import request_actor
 from memoryhub.web.views.base import page_tenant
 
 HISTORY_HOURS = (1, 6, 24, 72, 168)
@@ -246,7 +246,7 @@ def rule_new(request: HttpRequest) -> HttpResponse:
     )
     if request.method == "POST" and form.is_valid():
         try:
-            rule = services.create_rule(tenant, form.payload(), Actor.from_request(request))
+            rule = services.create_rule(tenant, form.payload(), request_actor(request))
         except InvalidInput as exc:
             _apply_error(form, exc)
         else:
@@ -262,7 +262,7 @@ def rule_edit(request: HttpRequest, pk: int) -> HttpResponse:
     form = RuleForm(request.POST or None, tenant=tenant, initial=RuleForm.initial_for(rule))
     if request.method == "POST" and form.is_valid():
         try:
-            services.update_rule(rule, form.payload(), Actor.from_request(request))
+            services.update_rule(rule, form.payload(), request_actor(request))
         except InvalidInput as exc:
             _apply_error(form, exc)
         else:
@@ -279,7 +279,7 @@ def rule_test(request: HttpRequest, pk: int) -> HttpResponse:
     if not rule.channels.filter(disabled_at__isnull=True).exists():
         messages.error(request, "This rule has no enabled channel to test.")
     else:
-        services.request_test_send(rule=rule, actor=Actor.from_request(request))
+        services.request_test_send(rule=rule, actor=request_actor(request))
         messages.success(request, "Test queued: a worker sends it to the rule's enabled channels.")
     return redirect("memoryhub:alert-rule-detail", pk=rule.pk)
 
@@ -296,7 +296,7 @@ def rule_mute(request: HttpRequest, pk: int) -> HttpResponse:
     else:
         minutes = int(raw)
         until = timezone.now() + timedelta(minutes=minutes) if minutes else None
-        services.mute_rule(rule, until, Actor.from_request(request))
+        services.mute_rule(rule, until, request_actor(request))
         messages.success(request, f"Muted until {until:%Y-%m-%d %H:%M} UTC." if until else "Unmuted.")
     if request.POST.get("back") == "index":
         return redirect("memoryhub:alerts")
@@ -308,7 +308,7 @@ def rule_mute(request: HttpRequest, pk: int) -> HttpResponse:
 def rule_delete(request: HttpRequest, pk: int) -> HttpResponse:
     tenant = _admin_tenant(request)
     rule = _rule(tenant, pk)
-    services.delete_rule(rule, Actor.from_request(request))
+    services.delete_rule(rule, request_actor(request))
     messages.success(request, f"Rule “{rule.name}” deleted.")
     return redirect("memoryhub:alerts")
 
@@ -319,7 +319,7 @@ def channel_new(request: HttpRequest) -> HttpResponse:
     form = ChannelForm(request.POST or None, initial={"timeout_seconds": 5.0})
     if request.method == "POST" and form.is_valid():
         try:
-            channel = services.create_channel(tenant, form.payload(), Actor.from_request(request))
+            channel = services.create_channel(tenant, form.payload(), request_actor(request))
         except InvalidInput as exc:
             _apply_error(form, exc)
         else:
@@ -342,7 +342,7 @@ def channel_edit(request: HttpRequest, pk: int) -> HttpResponse:
     form = ChannelForm(request.POST or None, channel=channel, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
-            services.update_channel(channel, form.payload(), Actor.from_request(request))
+            services.update_channel(channel, form.payload(), request_actor(request))
         except InvalidInput as exc:
             _apply_error(form, exc)
         else:
@@ -361,7 +361,7 @@ def channel_edit(request: HttpRequest, pk: int) -> HttpResponse:
 def channel_test(request: HttpRequest, pk: int) -> HttpResponse:
     tenant = _admin_tenant(request)
     channel = _channel(tenant, pk)
-    services.request_test_send(channel=channel, actor=Actor.from_request(request))
+    services.request_test_send(channel=channel, actor=request_actor(request))
     messages.success(request, f"Test queued for “{channel.name}”: a worker sends it; the result shows here.")
     return redirect("memoryhub:alerts")
 
@@ -370,7 +370,7 @@ def channel_test(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def channel_enable(request: HttpRequest, pk: int) -> HttpResponse:
     tenant = _admin_tenant(request)
-    channel = services.enable_channel(_channel(tenant, pk), Actor.from_request(request))
+    channel = services.enable_channel(_channel(tenant, pk), request_actor(request))
     messages.success(request, f"Channel “{channel.name}” re-enabled.")
     return redirect("memoryhub:alerts")
 
@@ -380,7 +380,7 @@ def channel_enable(request: HttpRequest, pk: int) -> HttpResponse:
 def channel_delete(request: HttpRequest, pk: int) -> HttpResponse:
     tenant = _admin_tenant(request)
     channel = _channel(tenant, pk)
-    services.delete_channel(channel, Actor.from_request(request))
+    services.delete_channel(channel, request_actor(request))
     messages.success(request, f"Channel “{channel.name}” deleted.")
     return redirect("memoryhub:alerts")
 

@@ -21,10 +21,6 @@ from memoryhub.web.tenancy_context import SESSION_KEY, resolve_tenant
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-# The workflow page shows events in pages of this many seqs: page N holds seqs (N-1)*50+1 .. N*50,
-# so any page can link to an event as /workflows/<wf>/?page=<n>#event-<seq> (audit pages do).
-EVENTS_PER_PAGE = 50
-
 
 def page_tenant(request: HttpRequest):
     """The tenant a logged-in page acts in; 404 for users with no membership."""

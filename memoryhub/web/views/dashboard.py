@@ -33,6 +33,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 
 from memoryhub.memory import lifecycle as lifecycle_rules
+from memoryhub.memory.events import EVENTS_PER_PAGE
 from memoryhub.models import (
     Artifact,
     CompactionJob,
@@ -53,7 +54,7 @@ from memoryhub.models.workflows import EventKind
 from memoryhub.observe import figures, metrics
 from memoryhub.observe.alerting.firing import firing
 from memoryhub.web.api.fields import SafeDateTimeField
-from memoryhub.web.views.base import EVENTS_PER_PAGE, page_tenant, page_workflow
+from memoryhub.web.views.base import page_tenant, page_workflow
 from triggers.models import TriggerDecision
 
 # --------------------------------------------------------------------------------------------
@@ -212,7 +213,7 @@ def _drill_url(key: str, start: datetime, window: Window) -> str:
 
 
 def tenant_safe_budget(tenant: Any) -> int:
-    from triggers.services import effective_policy
+    from triggers.policy import effective_policy
 
     return effective_policy(tenant)[0].safe_budget
 
@@ -1168,7 +1169,7 @@ def workflow_numbers(workflow: Workflow, spec: Any) -> dict[str, Any]:
 
 @login_required
 def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
-    from triggers.services import effective_policy
+    from triggers.policy import effective_policy
 
     workflow = page_workflow(request, wf)
     spec, policy_source, _ = effective_policy(workflow.tenant_id, workflow)

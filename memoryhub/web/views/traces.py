@@ -26,9 +26,10 @@ from django.views.decorators.http import require_GET
 
 from audit.replay import get_trace, replay_bundle
 from memoryhub.core.errors import NotFound
+from memoryhub.memory.events import EVENTS_PER_PAGE
 from memoryhub.models import Artifact, ConsumerTrace
 from memoryhub.models.traces import TraceFlag
-from memoryhub.web.views.base import EVENTS_PER_PAGE, page_tenant
+from memoryhub.web.views.base import page_tenant
 
 PER_PAGE = 50
 WINDOWS = {

@@ -42,6 +42,7 @@ from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Conflict, DomainError, InvalidInput
 from memoryhub.memory.workflows import workflow_encoding
 from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, Workflow
+from triggers.policy import policy_for
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +104,6 @@ def summary_token_budget(workflow: Workflow) -> int:
     configured = _conf("MEMORYHUB_SUMMARY_TOKEN_BUDGET", 0)
     if configured:
         return configured
-    from triggers.services import policy_for
 
     return max(256, policy_for(workflow).target_tokens // 2)
 
@@ -223,13 +223,12 @@ def request_compaction(
 
 def enqueue(job_id: int) -> bool:
     """Hand the job to the broker. On failure the job stays in the outbox (PENDING) for the sweeper."""
-    from memoryhub.celery import publish
-    from memoryhub.compaction.tasks import run_compaction
+    from memoryhub.celery import publish, task_named
 
     try:
         # Bounded (MEMORYHUB_BROKER_PUBLISH_TIMEOUT per step, no retries): a down or hung broker
         # costs the request that long at most; the sweeper is the retry.
-        publish(run_compaction, args=[job_id])
+        publish(task_named(TASK_NAME), args=[job_id])
     except Exception as exc:  # any publish failure: the outbox row is the durable record
         logger.warning("compaction job %s not enqueued (broker unreachable?): %s", job_id, exc)
         CompactionJob.objects.filter(pk=job_id).update(enqueue_attempts=F("enqueue_attempts") + 1)
@@ -511,7 +510,7 @@ def _compact_and_store(claim: _Claim, actor: Actor) -> Summary | str:
 
     Returns the summary, or an outcome string when there is nothing to write.
     """
-    from memoryhub.memory.lifecycle import source_events
+    from memoryhub.memory.sources import source_events
     from memoryhub.memory.summaries import create_summary
 
     job = claim.job

@@ -7,7 +7,7 @@ each such block as an observed compaction of the workflow (covering every event 
 request), its text blocks as assistant events, and the call as a consumer trace::
 
     from memoryhub.client import MemoryHubClient
-    from memoryhub.integrations.anthropic_compaction import record_anthropic_response
+    from memoryhub.client.anthropic import record_anthropic_response
 
     response = anthropic.Anthropic().beta.messages.create(..., context_management=cm)
     record_anthropic_response(hub, "ticket-991", response, context_management=cm)

@@ -1,4 +1,4 @@
-"""Celery tasks for compaction: thin wrappers over :mod:`memoryhub.compaction.jobs`."""
+"""Celery tasks for compaction: thin wrappers over :mod:`memoryhub.pipeline.jobs`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from celery.signals import worker_ready
 
 from memoryhub.celery import app
-from memoryhub.compaction import jobs
+from memoryhub.pipeline import jobs
 
 
 @app.task(

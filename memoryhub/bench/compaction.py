@@ -17,14 +17,14 @@ from django.db import connection
 
 from memoryhub.accounts.tenancy import create_tenant
 from memoryhub.celery import app
-from memoryhub.compaction import jobs
 from memoryhub.compaction.samples import payments_workflow
-from memoryhub.compaction.worker import running_worker
 from memoryhub.core.actors import Actor
 from memoryhub.memory.events import append_events, parse_batch
-from memoryhub.memory.lifecycle import source_events
+from memoryhub.memory.sources import source_events
 from memoryhub.memory.workflows import create_workflow
 from memoryhub.models import CompactionJob, JobStatus, Summary, Workflow
+from memoryhub.pipeline import jobs
+from memoryhub.pipeline.worker import running_worker
 
 
 def _workflows(tenant, prefix: str, count: int, raw: list[dict[str, Any]], actor: Actor) -> list[Workflow]:
