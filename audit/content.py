@@ -11,6 +11,7 @@ from django.urls import reverse
 from memoryhub.core.errors import DomainError
 from memoryhub.core.opaque import OPAQUE_SCHEMA
 from memoryhub.memory.events import EVENTS_PER_PAGE
+from memoryhub.memory.summaries import summary_content as service_content
 from memoryhub.models import Event, Summary, Workflow
 
 
@@ -24,7 +25,6 @@ def summary_content(summary: Summary) -> dict[str, Any] | None:
     """The summary's parsed content, or None when a purge removed it (or it cannot be parsed)."""
     if summary.purged_by_id:
         return None
-    from memoryhub.memory.summaries import summary_content as service_content
 
     try:
         content = service_content(summary)

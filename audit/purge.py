@@ -28,7 +28,9 @@ from audit.models import Investigation, Purge, SummaryComment
 from audit.payloads import PurgedText, summary_payloads, tombstone_payloads
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Conflict, InvalidInput
+from memoryhub.memory import lifecycle
 from memoryhub.models import Event, Summary, SummaryStatus, Workflow
+from memoryhub.pipeline.jobs import request_compaction
 
 TOMBSTONE_SCHEMA = "memoryhub.purged/v1"
 MIN_QUOTE_CHARS = 24  # shorter fragments are too generic to call "containing" purged content
@@ -165,7 +167,6 @@ def purge_events(
     workflow: Workflow, selector: dict[str, Any], actor: Actor, reason: str, *, source: str = "manual"
 ) -> PurgeOutcome:
     """Purge the selected events of ``workflow``. Admin-only at the edges; reason required."""
-    from memoryhub.memory import lifecycle
 
     if reason is not None and not isinstance(reason, str):
         raise InvalidInput("'reason' must be a string", code="invalid_reason", field="reason")
@@ -296,7 +297,6 @@ def _forget_identifiers(workflow: Workflow, events: list[Event], detector: Purge
 
 def _request_rederivation(workflow: Workflow, actor: Actor) -> None:
     """Derived summaries were scrubbed: ask for a fresh compaction of what remains (new purge epoch)."""
-    from memoryhub.pipeline.jobs import request_compaction
 
     workflow.refresh_from_db()
     if workflow.head_seq:

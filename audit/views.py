@@ -27,10 +27,12 @@ from audit.content import event_url, purge_note
 from audit.diff import diff_summaries, resolve_pair
 from audit.investigate import investigate
 from audit.lineage import artifact_lineage, get_artifact
-from audit.models import AuditEntry, Investigation
+from audit.models import AuditChainHead, AuditEntry, Investigation
 from audit.replay import get_trace, replay_bundle
+from audit.story import describe
 from audit.verify import verify_chain
 from memoryhub.core.errors import DomainError, NotFound
+from memoryhub.memory.lifecycle import ACTION_ROLES
 from memoryhub.models import Role, role_at_least
 from memoryhub.web.actors import request_actor
 from memoryhub.web.views.base import page_tenant, page_workflow
@@ -232,8 +234,6 @@ def filtered_entries(tenant, filters: dict[str, str]):
 @login_required
 @require_GET
 def audit_log(request: HttpRequest) -> HttpResponse:
-    from audit.story import describe
-
     tenant, _ = page_tenant(request)
     filters = {f: request.GET.get(f, "").strip() for f in AUDIT_FILTERS}
     page = Paginator(filtered_entries(tenant, filters), AUDIT_PER_PAGE).get_page(request.GET.get("page"))
@@ -265,8 +265,6 @@ def _chain_status(tenant, *, force: bool = False) -> dict:
     entry moves the head and so invalidates the cache; ``?verify=1`` forces a fresh walk.
     """
     from django.core.cache import cache
-
-    from audit.models import AuditChainHead
 
     head = AuditChainHead.objects.filter(tenant=tenant).values_list("seq", "entry_hash").first() or (0, "")
     key = f"audit-chain:{tenant.pk}:{head[0]}:{head[1]}"
@@ -339,7 +337,6 @@ def summary_action(request: HttpRequest, summary_id: str, action: str) -> HttpRe
 @require_POST
 def summary_comment(request: HttpRequest, summary_id: str) -> HttpResponse:
     """Add a comment to a summary's discussion (reviewer or above; audited)."""
-    from memoryhub.memory.lifecycle import ACTION_ROLES
 
     tenant, role = page_tenant(request)
     try:

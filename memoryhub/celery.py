@@ -8,6 +8,8 @@ from typing import Any
 
 from celery import Celery
 
+from memoryhub.schedules import BEAT_SCHEDULE
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryhub.settings")
 
 app = Celery("memoryhub")
@@ -19,8 +21,6 @@ DEFAULT_PUBLISH_TIMEOUT = 0.5
 
 @app.on_after_configure.connect
 def _install_schedule(sender, **kwargs):
-    from memoryhub.schedules import BEAT_SCHEDULE
-
     sender.conf.beat_schedule = BEAT_SCHEDULE
 
 

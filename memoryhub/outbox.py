@@ -20,6 +20,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from memoryhub.celery import publish as bounded_publish
+from memoryhub.celery import task_named
 from memoryhub.models import OutboxMessage, Tenant
 
 logger = logging.getLogger(__name__)
@@ -39,8 +41,6 @@ def send_after_commit(
 
 def publish(message_id: int) -> bool:
     """Try to hand the message to the broker once; never raises (False = left for the sweeper)."""
-    from memoryhub.celery import publish as bounded_publish
-    from memoryhub.celery import task_named
 
     message = OutboxMessage.objects.filter(pk=message_id).first()
     if message is None:

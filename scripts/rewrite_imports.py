@@ -10,6 +10,7 @@ web). Run this over a branch written against the old layout after merging main:
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -90,6 +91,7 @@ def _package_children(new_dotted: str) -> set[str]:
     return {p.stem for p in path.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
 
 
+@functools.cache
 def _dotted_patterns() -> list[tuple[re.Pattern[str], str]]:
     patterns = []
     for old, new in MODULES.items():
@@ -106,6 +108,7 @@ def _dotted_patterns() -> list[tuple[re.Pattern[str], str]]:
     return patterns
 
 
+@functools.cache
 def _path_patterns() -> list[tuple[re.Pattern[str], str]]:
     patterns = []
     for old, new in MODULES.items():

@@ -20,6 +20,7 @@ from memoryhub.web.api.common import WF, TenantAPIView, body_object, int_param
 from memoryhub.web.api.serializers import ErrorSerializer
 from triggers import policy, services
 from triggers.engine import ACTIONS, MAX_INPUT_COUNT, PolicySpec, export_langchain, export_langmem
+from triggers.figures import simulation_figure
 
 
 class PolicySerializer(serializers.Serializer):
@@ -316,8 +317,6 @@ class WorkflowSimulate(TenantAPIView):
         responses={200: _SIM_OUT, 400: ErrorSerializer, 404: ErrorSerializer},
     )
     def post(self, request, wf: str):
-        from triggers.figures import simulation_figure
-
         result = services.simulate_workflow(self.workflow(wf), body_object(request))
         result["figure"] = simulation_figure(result)
         return Response(result)
@@ -342,8 +341,6 @@ class Simulate(TenantAPIView):
         responses={200: _SIM_OUT, 400: ErrorSerializer},
     )
     def post(self, request):
-        from triggers.figures import simulation_figure
-
         result = services.simulate_steps(_tenant(request), body_object(request))
         result["figure"] = simulation_figure(result)
         return Response(result, status=status.HTTP_200_OK)

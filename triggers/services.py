@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.db.models import F, Field, QuerySet
 from django.utils import timezone
 
+from audit.log import record
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Forbidden, InvalidInput, NotFound
 from memoryhub.core.tokens import known_encoding
@@ -35,6 +36,7 @@ from memoryhub.models import (
     Workflow,
     role_at_least,
 )
+from memoryhub.pipeline.jobs import request_compaction
 from triggers.engine import (
     ACTION_COMPACT,
     ACTION_RETRIEVE_OR_BLOCK,
@@ -174,7 +176,6 @@ def save_policy(
     fields take the defaults (PUT). Nothing is written when any field is invalid, or when a
     non-admin ``role`` would lower a safeguard (see ``check_not_weaker``).
     """
-    from audit.log import record
 
     current = effective_policy(tenant, workflow)[0]
     base = current if partial else None
@@ -208,7 +209,6 @@ def delete_policy(
 ) -> bool:
     """Remove an override (or the tenant default); the next level up applies again (a non-admin
     may not remove an override whose removal lowers a safeguard)."""
-    from audit.log import record
 
     if workflow is not None:
         after = effective_policy(tenant)[0]
@@ -480,8 +480,6 @@ def decide(
     # to its decision.
     with transaction.atomic() if enqueue or estimate else nullcontext():
         if enqueue and decision.action == ACTION_COMPACT:
-            from memoryhub.pipeline.jobs import request_compaction
-
             row.job, _ = request_compaction(workflow, source_revision=workflow.head_seq, actor=actor)
         if estimate is not None:
             recorded = record_trigger_estimate(workflow, estimate, decision_policy(workflow)[0].model)

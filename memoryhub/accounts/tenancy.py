@@ -24,6 +24,8 @@ from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from audit.log import record
+from memoryhub.accounts.alerts_defaults import install_default_rules
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Conflict, InvalidInput, NotFound
 from memoryhub.models import ApiKey, Membership, Role, Tenant, role_at_least
@@ -45,9 +47,6 @@ def _hash_secret(secret: str) -> str:
 
 @transaction.atomic
 def create_tenant(slug: str, name: str = "", actor: Actor | None = None) -> Tenant:
-    from audit.log import record
-    from memoryhub.accounts.alerts_defaults import install_default_rules
-
     tenant = Tenant.objects.create(slug=slug, name=name or slug)
     record(
         tenant, actor or Actor.system("setup"), "tenant.create", tenant, {"slug": slug, "name": tenant.name}
@@ -100,7 +99,6 @@ def issue_api_key(
     tenant: Tenant, name: str, role: str = Role.ADMIN, created_by=None, actor: Actor | None = None
 ) -> IssuedKey:
     """A new key; its secret is in the result and nowhere else (only a SHA-256 is stored)."""
-    from audit.log import record
 
     actor = actor or Actor.system("setup")
     issued = _mint(tenant, clean_key_name(name), clean_role(role), created_by, actor)
@@ -132,7 +130,6 @@ def _locked(key: ApiKey) -> ApiKey:
 @transaction.atomic
 def rotate_api_key(key: ApiKey, actor: Actor, created_by=None) -> IssuedKey:
     """Replace a key's secret: a new key with the same name and role; the old one is revoked now."""
-    from audit.log import record
 
     key = _locked(key)
     if key.revoked_at is not None:
@@ -154,7 +151,6 @@ def rotate_api_key(key: ApiKey, actor: Actor, created_by=None) -> IssuedKey:
 @transaction.atomic
 def revoke_api_key(key: ApiKey, actor: Actor, reason: str = "") -> ApiKey:
     """Stop a key working; revoking a revoked key changes nothing and writes nothing."""
-    from audit.log import record
 
     key = _locked(key)
     if key.revoked_at is None:
@@ -191,8 +187,6 @@ def verify_api_key(token: str) -> ApiKey | None:
 def add_member(
     tenant: Tenant, username: str, role: str, password: str | None = None, actor: Actor | None = None
 ):
-    from audit.log import record
-
     user_model = get_user_model()
     user, created = user_model.objects.get_or_create(username=username)
     if password:
@@ -275,7 +269,6 @@ def invite_member(
     An existing user keeps their password: an admin of one tenant never sets the password of a
     user who may belong to others. Returns (membership, whether the user was created).
     """
-    from audit.log import record
 
     if not isinstance(username, str) or not username.strip():
         raise InvalidInput("username: required", code="invalid_field", field="username")
@@ -322,7 +315,6 @@ def invite_member(
 def change_member_role(membership: Membership, role, actor: Actor) -> Membership:
     """Set a member's role; the last admin cannot be demoted. Keys the member created with a role
     above the new one are revoked (a demoted member keeps no admin key)."""
-    from audit.log import record
 
     role = clean_role(role)
     _lock_tenant(membership.tenant)
@@ -351,7 +343,6 @@ def change_member_role(membership: Membership, role, actor: Actor) -> Membership
 def remove_member(membership: Membership, actor: Actor) -> list[str]:
     """Remove a member; the keys they created in this tenant are revoked with them. Returns the
     revoked keys' prefixes. The user account stays (it may belong to other tenants)."""
-    from audit.log import record
 
     _lock_tenant(membership.tenant)
     membership = _current(membership)

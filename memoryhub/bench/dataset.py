@@ -26,6 +26,9 @@ from django.utils import timezone
 from memoryhub.context.traces import record_artifact, record_trace
 from memoryhub.core.actors import Actor
 from memoryhub.core.canonical import canonical_bytes, hash_text, sha256_hex
+from memoryhub.memory import lifecycle
+from memoryhub.memory.summaries import create_summary
+from memoryhub.memory.workflows import create_workflow
 from memoryhub.models import (
     Artifact,
     CompactionJob,
@@ -590,10 +593,6 @@ def history_workflow(tenant, external_id: str, events: int, *, tail: int = 20, l
 
     The 401 requirement sits at seq 7, the summary leaves it out: investigations must find it.
     """
-    from memoryhub.core.actors import Actor
-    from memoryhub.memory import lifecycle
-    from memoryhub.memory.summaries import create_summary
-    from memoryhub.memory.workflows import create_workflow
 
     actor = Actor.system("bench")
     wf, _ = create_workflow(tenant, external_id, actor=actor)

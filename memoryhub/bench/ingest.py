@@ -20,6 +20,8 @@ from memoryhub.accounts.tenancy import create_tenant, issue_api_key
 from memoryhub.bench.server import running_server
 from memoryhub.bench.synthetic import synthetic_events
 from memoryhub.core.actors import Actor
+from memoryhub.memory.events import append_events, parse_batch
+from memoryhub.memory.search import candidate_seqs
 from memoryhub.memory.workflows import create_workflow
 from memoryhub.models import Workflow
 
@@ -65,8 +67,6 @@ def search_flatness(
 ) -> dict[str, Any]:
     """Investigation search (the trigram candidate query) on ``big`` vs a fresh 1k-event workflow,
     interleaved, right after ingest — with whatever GIN pending list the appends left behind."""
-    from memoryhub.memory.events import append_events, parse_batch
-    from memoryhub.memory.search import candidate_seqs
 
     small = create_workflow(tenant, "search-1k", actor=Actor.system("bench"))[0]
     for lo in range(0, 1_000, 500):

@@ -18,6 +18,8 @@ from urllib.parse import quote
 import httpx
 from django.db import connection
 
+from memoryhub.accounts.tenancy import create_tenant, issue_api_key
+from memoryhub.bench import dataset
 from memoryhub.bench.dataset import traced_artifact
 from memoryhub.bench.server import running_server
 from memoryhub.bench.synthetic import synthetic_events
@@ -152,8 +154,6 @@ def compare(
 
 def run(*, big_events: int = 1_000_000, rounds: int = 30, log: Log = print) -> dict[str, Any]:
     """Standalone: a 1k- and a ``big_events``-history workflow, then :func:`compare`."""
-    from memoryhub.accounts.tenancy import create_tenant, issue_api_key
-    from memoryhub.bench import dataset
 
     if connection.vendor != "postgresql":
         raise RuntimeError("the partition benchmark runs on PostgreSQL")

@@ -26,6 +26,7 @@ from typing import Any
 from django.core import signing
 from rest_framework.fields import DateTimeField
 
+from audit.models import Purge
 from memoryhub.core.canonical import hash_value
 from memoryhub.core.errors import Conflict, InvalidInput
 from memoryhub.models import Event, Summary, Workflow
@@ -198,8 +199,6 @@ def assemble_context(workflow: Workflow, *, min_seq: int | None = None) -> dict[
     )
     purge_ids: dict[int, str] = {}
     if any(row["purge_id"] for row in rows):
-        from audit.models import Purge
-
         wanted = {row["purge_id"] for row in rows if row["purge_id"]}
         purge_ids = dict(Purge.objects.filter(pk__in=wanted).values_list("pk", "purge_id"))
     tail = [_event_out(row, purge_ids) for row in rows]

@@ -27,6 +27,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from audit.log import record
 from memoryhub.context.assembly import parse_context_id, recompute_manifest_hash
 from memoryhub.core.actors import Actor
 from memoryhub.core.canonical import hash_value
@@ -193,7 +194,6 @@ def _same_trace(existing: ConsumerTrace, new: TraceIn) -> ConsumerTrace:
 
 def record_trace(workflow: Workflow, data: Any, actor: Actor) -> tuple[ConsumerTrace, bool]:
     """Record (or find) the trace of one model call; returns (trace, created)."""
-    from audit.log import record
 
     trace_in = data if isinstance(data, TraceIn) else parse_trace(data)
     existing = (
@@ -418,7 +418,6 @@ def _same_artifact(
 
 def record_artifact(workflow: Workflow, data: Any, actor: Actor) -> tuple[Artifact, bool]:
     """Record (or find, if identical) a published artifact and link it to the producing traces."""
-    from audit.log import record
 
     artifact_in = parse_artifact(data)
     producers = _producers(workflow, artifact_in)

@@ -38,12 +38,16 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from audit.log import record
 from audit.models import Purge
 from memoryhub.core.actors import Actor
-from memoryhub.core.errors import Conflict, DomainError, InvalidInput
+from memoryhub.core.errors import Conflict, DomainError, Forbidden, InvalidInput
 from memoryhub.core.opaque import OPAQUE_SCHEMA, OPAQUE_VALIDATOR_VERSION, opaque_checks
+from memoryhub.core.quality import merged_quality
 from memoryhub.memory.events import tokens_through
 from memoryhub.memory.sources import source_events
+from memoryhub.memory.validation import ValidationOutcome, WaiverError, apply_waivers, validate_summary
+from memoryhub.memory.workflows import workflow_encoding
 from memoryhub.models import (
     LifecycleAction,
     LifecycleEvent,
@@ -55,6 +59,7 @@ from memoryhub.models import (
     Workflow,
     role_at_least,
 )
+from triggers.models import ContextPolicy
 from triggers.policy import policy_for
 
 S = SummaryStatus
@@ -115,7 +120,6 @@ class _Refused(Exception):
 
 def approval_required(workflow: Workflow) -> bool:
     """``require_approval`` of the workflow's ContextPolicy, else the tenant default, else False."""
-    from triggers.models import ContextPolicy
 
     flags: dict[int | None, bool] = dict(
         ContextPolicy.objects.filter(tenant_id=workflow.tenant_id)
@@ -216,7 +220,6 @@ def _log(
     data: dict[str, Any] | None = None,
 ) -> LifecycleEvent:
     """Append one LifecycleEvent and its AuditEntry (caller is inside the transaction)."""
-    from audit.log import record
 
     prior_id = wf.active_summary_id if prior is True else (prior.pk if isinstance(prior, Summary) else None)
     event = LifecycleEvent.objects.create(
@@ -374,9 +377,6 @@ def run_validator(summary: Summary, version: str | None = None):
     ``version`` defaults to the workflow policy's ``quality.validator`` (rules-6 unless set),
     whose floors rules-6 applies; rules-5 stays available for the history it validated.
     """
-    from memoryhub.core.quality import merged_quality
-    from memoryhub.memory.validation import ValidationOutcome, validate_summary
-    from memoryhub.memory.workflows import workflow_encoding
 
     wf = Workflow.objects.select_related("active_summary").get(pk=summary.workflow_id)
     active = wf.active_summary if wf.active_summary_id and wf.active_summary_id != summary.pk else None
@@ -501,7 +501,6 @@ def approve_and_activate(
 def waive(summary: Summary, checks: Iterable[str], actor: Actor, reason: str | None) -> Summary:
     """A reviewer waives named failed checks of a REJECTED summary: appends a ValidationRecord
     with ``waived_checks``; it becomes VALIDATED when nothing un-waived still fails."""
-    from memoryhub.memory.validation import ValidationOutcome, WaiverError, apply_waivers
 
     reason = clean_reason(reason, required=True)
     if isinstance(checks, str) or not isinstance(checks, Iterable):
@@ -934,7 +933,6 @@ def action_policy(
 
 def check_role(action: str, role: str | None) -> None:
     """Raise Forbidden unless ``role`` may take ``action`` at all (the API's permission check)."""
-    from memoryhub.core.errors import Forbidden
 
     needed = ACTION_ROLES[action]
     if not role_at_least(role, needed):
@@ -998,8 +996,6 @@ def approval_required_q(tenant_id: int) -> Q:
     """SQL form of ``approval_required`` for Summary rows of one tenant (override, else tenant
     default); no query of its own, so counts built on it stay one statement."""
     from django.db.models import Exists
-
-    from triggers.models import ContextPolicy
 
     policies = ContextPolicy.objects.filter(tenant_id=tenant_id)
     overrides = policies.filter(workflow__isnull=False)

@@ -17,6 +17,7 @@ from django.conf import settings
 
 from memoryhub.core import quality as q
 from memoryhub.core.errors import InvalidInput
+from memoryhub.memory.sources import source_events
 from memoryhub.models import (
     CompactionJob,
     EstimateSource,
@@ -175,8 +176,6 @@ def _page_limit() -> int:
 
 
 def _source_events(workflow: Workflow, start: int, end: int):
-    from memoryhub.memory.sources import source_events
-
     return source_events(workflow, start, end)
 
 

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Field
 
+from audit.log import record
 from memoryhub.core.actors import Actor
 from memoryhub.core.canonical import HASH_PREFIX, canonical_bytes, sha256_hex
 from memoryhub.core.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
@@ -24,6 +25,7 @@ from memoryhub.core.facts import FACT_KINDS, FACT_STATES
 from memoryhub.core.opaque import OPAQUE_SCHEMA, is_opaque, opaque_problems, validation_result
 from memoryhub.core.quality import TOKEN_CLASSES
 from memoryhub.core.tokens import count_tokens
+from memoryhub.memory.lifecycle import approval_required, is_approved
 from memoryhub.memory.workflows import workflow_encoding
 from memoryhub.models import (
     SUMMARY_SCHEMA,
@@ -301,7 +303,6 @@ def create_summary(
     (a compaction job passes it); a purge since then is a ``Conflict`` (``purged_since_read``),
     checked under the workflow lock a purge also takes, so purged content is never stored.
     """
-    from audit.log import record
 
     compactor_columns = check_compactor(compactor)
     refs = _str_list(source_refs, "source_refs")
@@ -526,7 +527,6 @@ def summary_row(summary: Summary) -> dict[str, Any]:
 
 def summary_detail(summary: Summary, *, traces_shown: int = TRACES_SHOWN) -> dict[str, Any]:
     """All eight metadata groups of a summary in one dict (a fixed number of queries)."""
-    from memoryhub.memory.lifecycle import approval_required, is_approved
 
     wf = summary.workflow
     validations = list(summary.validations.order_by("-created_at", "-id"))

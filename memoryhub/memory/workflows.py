@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import IntegrityError, transaction
 
+from audit.log import record
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import InvalidInput, NotFound
 from memoryhub.core.tokens import encoding_for_model, known_encoding
@@ -33,7 +34,6 @@ def create_workflow(
     actor: Actor,
 ) -> tuple[Workflow, bool]:
     """Create a workflow; idempotent on external_id (returns (workflow, created))."""
-    from audit.log import record
 
     external_id = (external_id or "").strip()
     if not external_id or "/" in external_id or len(external_id) > 200:

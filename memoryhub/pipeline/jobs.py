@@ -28,6 +28,8 @@ from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from audit.log import record
+from memoryhub.celery import publish, task_named
 from memoryhub.compaction.base import (
     CompactionError,
     Compactor,
@@ -40,6 +42,9 @@ from memoryhub.compaction.base import (
 from memoryhub.compaction.types import PreviousSummary
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Conflict, DomainError, InvalidInput
+from memoryhub.memory import lifecycle
+from memoryhub.memory.sources import source_events
+from memoryhub.memory.summaries import create_summary
 from memoryhub.memory.workflows import workflow_encoding
 from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, Workflow
 from triggers.policy import policy_for
@@ -169,7 +174,6 @@ def request_compaction(
     Returns ``(job, created)``. Raises ``InvalidInput`` for an unknown/unavailable compactor or a
     revision outside 1..head.
     """
-    from audit.log import record
 
     name = compactor or _conf("MEMORYHUB_DEFAULT_COMPACTOR", DEFAULT_COMPACTOR)
     if name not in available_compactors():
@@ -223,7 +227,6 @@ def request_compaction(
 
 def enqueue(job_id: int) -> bool:
     """Hand the job to the broker. On failure the job stays in the outbox (PENDING) for the sweeper."""
-    from memoryhub.celery import publish, task_named
 
     try:
         # Bounded (MEMORYHUB_BROKER_PUBLISH_TIMEOUT per step, no retries): a down or hung broker
@@ -470,7 +473,6 @@ def run_job(job_id: int, task_id: str, *, retries_left: int = 0) -> str:
 
 def _pipeline(claim: _Claim, actor: Actor) -> str:
     """candidate → validate → activate (CAS), resuming from whatever a crashed attempt left."""
-    from memoryhub.memory import lifecycle
 
     job = claim.job
     summary = job.summary if job.summary_id else None
@@ -510,8 +512,6 @@ def _compact_and_store(claim: _Claim, actor: Actor) -> Summary | str:
 
     Returns the summary, or an outcome string when there is nothing to write.
     """
-    from memoryhub.memory.sources import source_events
-    from memoryhub.memory.summaries import create_summary
 
     job = claim.job
     workflow = Workflow.objects.select_related("active_summary", "tenant").get(pk=job.workflow_id)
@@ -572,7 +572,6 @@ PURGE_REFUSALS = frozenset({"summary_purged", "purged_since_read"})
 def _discard_purged(claim: _Claim, actor: Actor, detail: str) -> str:
     """A purge won over this job: nothing of its result is served; record why and ask for a fresh
     compaction of what remains (at the new purge epoch, so a new job)."""
-    from audit.log import record
 
     job = claim.job
     workflow = Workflow.objects.select_related("tenant").get(pk=job.workflow_id)

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from audit.log import record
 from memoryhub.core.actors import Actor
 from memoryhub.models import AlertEvent, AlertRule, AlertState, Channel, Notification
 from memoryhub.observe.metrics import METRICS
@@ -93,7 +94,6 @@ def test_message(channel: Channel, rule: AlertRule | None = None) -> Message:
 
 def disable_channel(channel: Channel, reason: str, actor: Actor | str) -> bool:
     """Disable a channel once (compare-and-set on disabled_at), with an audit entry."""
-    from audit.log import record
 
     with transaction.atomic():
         now = timezone.now()

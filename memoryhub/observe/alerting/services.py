@@ -16,6 +16,8 @@ from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
+from audit.log import record
+from memoryhub import outbox
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import InvalidInput
 from memoryhub.core.moments import BadMoment, check_moment, parse_moment_text
@@ -241,7 +243,6 @@ def _rule_audit(rule: AlertRule) -> dict[str, Any]:
 
 def create_rule(tenant: Tenant, data: dict[str, Any], actor: Actor) -> AlertRule:
     """Create a rule; it is due for evaluation at once."""
-    from audit.log import record
 
     values = clean_rule(tenant, data)
     channels = values.pop("channels", [])
@@ -254,7 +255,6 @@ def create_rule(tenant: Tenant, data: dict[str, Any], actor: Actor) -> AlertRule
 
 def update_rule(rule: AlertRule, data: dict[str, Any], actor: Actor) -> AlertRule:
     """Apply a partial update; a changed definition is re-evaluated at the next beat."""
-    from audit.log import record
 
     values = clean_rule(rule.tenant, data, rule)
     channels = values.pop("channels", None)
@@ -285,8 +285,6 @@ def update_rule(rule: AlertRule, data: dict[str, Any], actor: Actor) -> AlertRul
 
 
 def delete_rule(rule: AlertRule, actor: Actor) -> None:
-    from audit.log import record
-
     with transaction.atomic():
         record(rule.tenant, actor, "alert_rule.delete", ("alert_rule", rule.pk), {"name": rule.name})
         rule.delete()
@@ -294,7 +292,6 @@ def delete_rule(rule: AlertRule, actor: Actor) -> None:
 
 def mute_rule(rule: AlertRule, until: datetime | None, actor: Actor) -> AlertRule:
     """Mute until a moment (None = unmute). Muted rules keep evaluating; flips are not notified."""
-    from audit.log import record
 
     if until is not None and until > timezone.now() + MAX_MUTE:
         raise _bad("muted_until", "can be at most 30 days ahead")
@@ -387,8 +384,6 @@ def _channel_audit(channel: Channel) -> dict[str, Any]:
 
 
 def create_channel(tenant: Tenant, data: dict[str, Any], actor: Actor) -> Channel:
-    from audit.log import record
-
     values = clean_channel(data)
     with transaction.atomic():
         channel = Channel.objects.create(tenant=tenant, **values)
@@ -397,8 +392,6 @@ def create_channel(tenant: Tenant, data: dict[str, Any], actor: Actor) -> Channe
 
 
 def update_channel(channel: Channel, data: dict[str, Any], actor: Actor) -> Channel:
-    from audit.log import record
-
     values = clean_channel(data, channel)
     with transaction.atomic():
         for field, value in values.items():
@@ -415,8 +408,6 @@ def update_channel(channel: Channel, data: dict[str, Any], actor: Actor) -> Chan
 
 
 def delete_channel(channel: Channel, actor: Actor) -> None:
-    from audit.log import record
-
     with transaction.atomic():
         record(channel.tenant, actor, "channel.delete", ("channel", channel.pk), {"name": channel.name})
         channel.delete()
@@ -424,7 +415,6 @@ def delete_channel(channel: Channel, actor: Actor) -> None:
 
 def enable_channel(channel: Channel, actor: Actor) -> Channel:
     """Re-enable a channel a permanent error disabled (clears the reason and the last error)."""
-    from audit.log import record
 
     with transaction.atomic():
         if Channel.objects.filter(pk=channel.pk, disabled_at__isnull=False).update(
@@ -437,8 +427,6 @@ def enable_channel(channel: Channel, actor: Actor) -> Channel:
 
 def request_test_send(*, actor: Actor, channel: Channel | None = None, rule: AlertRule | None = None) -> None:
     """Queue a test-send through the task outbox; the worker delivers and records it."""
-    from audit.log import record
-    from memoryhub import outbox
 
     target = channel or rule
     if target is None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from memoryhub import outbox
 from memoryhub.celery import app
 from memoryhub.core.actors import Actor
+from memoryhub.observe.metrics import rollup_all
 
 
 @app.task(
@@ -31,7 +33,6 @@ def deliver_pending(self) -> int:
 )
 def rollup_metrics(self) -> int:
     """Beat, every 5 minutes: MetricSample rollups for the charts (idempotent)."""
-    from memoryhub.observe.metrics import rollup_all
 
     return rollup_all()
 
@@ -49,7 +50,6 @@ def send_test(
     Not acks_late: a redelivered test would notify twice, and a lost one is simply re-asked.
     ``outbox_id`` is claimed first: a message published twice (request, then sweeper) sends once.
     """
-    from memoryhub import outbox
 
     from .deliver import send_test as run
 

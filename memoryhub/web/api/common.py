@@ -11,6 +11,7 @@ from memoryhub.core.errors import InvalidInput
 from memoryhub.memory.workflows import get_workflow
 from memoryhub.models import Workflow
 from memoryhub.web.actors import request_actor
+from memoryhub.web.api.serializers import ErrorSerializer
 
 # External ids may contain anything but '/'.
 WF = "<str:wf>"
@@ -29,7 +30,6 @@ class TenantAPIView(APIView):
 
 def list_responses(serializer) -> dict:
     """OpenAPI responses of a paginated list: 400 for a bad filter value, 404 for a page past the end."""
-    from memoryhub.web.api.serializers import ErrorSerializer
 
     return {200: serializer(many=True), 400: ErrorSerializer, 404: ErrorSerializer}
 

@@ -18,6 +18,7 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 
+from audit.review import add_comment
 from memoryhub.core.errors import InvalidInput
 from memoryhub.memory import lifecycle
 from memoryhub.memory.summaries import (
@@ -515,8 +516,6 @@ class SummaryComments(_Action):
         responses={201: CommentSerializer, 400: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
     )
     def post(self, request, summary_id: str):
-        from audit.review import add_comment  # the review service (audit app) owns comments
-
         data = body_object(request)
         comment = add_comment(self.summary(summary_id), self.actor(), data.get("text"))
         return Response(_comment(comment), status=status.HTTP_201_CREATED)

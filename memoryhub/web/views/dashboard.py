@@ -32,8 +32,12 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
+from audit.diff import diff_summaries
+from audit.review import available_actions as allowed
+from audit.review import inbox_counts
 from memoryhub.memory import lifecycle as lifecycle_rules
 from memoryhub.memory.events import EVENTS_PER_PAGE
+from memoryhub.memory.summaries import summary_content
 from memoryhub.models import (
     Artifact,
     CompactionJob,
@@ -56,6 +60,7 @@ from memoryhub.observe.alerting.firing import firing
 from memoryhub.web.api.fields import SafeDateTimeField
 from memoryhub.web.views.base import page_tenant, page_workflow
 from triggers.models import TriggerDecision
+from triggers.policy import effective_policy
 
 # --------------------------------------------------------------------------------------------
 # Time windows, and the signals charted over them (definitions shared with memoryhub.observe.metrics)
@@ -213,8 +218,6 @@ def _drill_url(key: str, start: datetime, window: Window) -> str:
 
 
 def tenant_safe_budget(tenant: Any) -> int:
-    from triggers.policy import effective_policy
-
     return effective_policy(tenant)[0].safe_budget
 
 
@@ -240,7 +243,6 @@ def overview_numbers(
         over_budget=Count("pk", filter=Q(tail_tokens__gt=budget - F("summary_tokens"))),
     )
     # The review inbox's counts in one statement (audit.review owns what waits for a reviewer).
-    from audit.review import inbox_counts
 
     review = inbox_counts(tenant.pk)
     return {
@@ -1169,8 +1171,6 @@ def workflow_numbers(workflow: Workflow, spec: Any) -> dict[str, Any]:
 
 @login_required
 def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
-    from triggers.policy import effective_policy
-
     workflow = page_workflow(request, wf)
     spec, policy_source, _ = effective_policy(workflow.tenant_id, workflow)
     if request.GET.get("fragment") == "stats":
@@ -1257,7 +1257,6 @@ def available_actions(summary: Summary, role: str | None, policy: Any) -> list[d
     """Review buttons for this role, status and policy (``lifecycle.allowed_actions`` decides,
     through audit.review which adds labels). Each posts a reason (and the revision seen, or the
     checks waived) to audit's ``memoryhub:summary-action`` view."""
-    from audit.review import available_actions as allowed
 
     return [
         {
@@ -1276,20 +1275,11 @@ def available_actions(summary: Summary, role: str | None, policy: Any) -> list[d
 def _summary_content(summary: Summary) -> dict[str, Any]:
     if summary.purged_by_id:
         return {}
-    try:
-        from memoryhub.memory.summaries import summary_content
-
-        return summary_content(summary)
-    except ImportError:
-        return json.loads(summary.content or "{}")
+    return summary_content(summary)
 
 
 def _diff(previous: Summary | None, summary: Summary) -> Any:
     if previous is None:
-        return None
-    try:
-        from audit.diff import diff_summaries
-    except ImportError:
         return None
     return diff_summaries(previous, summary)
 
