@@ -33,7 +33,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from memoryhub.client import Artifact, Conflict, MemoryHubClient
-
 from memoryhub.integrations.langgraph import (
     RetrievalFn,
     RetrievalRequest,
