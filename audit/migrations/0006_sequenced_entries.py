@@ -4,7 +4,7 @@ the append-only trigger allows exactly that one UPDATE."""
 
 from django.db import migrations, models
 
-from memoryhub.append_only import AUDIT_RULES, migration_operation
+from memoryhub.core.append_only import AUDIT_RULES, migration_operation
 
 
 class Migration(migrations.Migration):

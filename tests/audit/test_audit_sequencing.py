@@ -32,7 +32,7 @@ from audit import log
 from audit.log import pending_entries, record, sequence_pending
 from audit.models import AuditChainHead, AuditEntry
 from audit.verify import verify_chain
-from memoryhub.actors import Actor
+from memoryhub.core.actors import Actor
 from memoryhub.schedules import BEAT_SCHEDULE
 from tests.audit.test_append_only_guards import refused
 from tests.helpers import race
