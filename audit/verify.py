@@ -115,7 +115,7 @@ def verify_chain(tenant: Tenant, checkpoint: dict[str, Any] | None = None) -> di
     """Sequence ``tenant``'s pending entries, then recompute its chain; returns ``{ok, entries,
     first_bad_seq, problem, detail, head_seq, head_hash, checkpoint, pending, pending_oldest_age_s,
     sequenced_now}``. ``entries`` counts the entries read before the walk stopped; ``pending`` the
-    entries still waiting for the sequencer (written ``pending_oldest_age_s`` seconds ago at most);
+    entries still waiting for the sequencer (the oldest written ``pending_oldest_age_s`` seconds ago);
     ``sequenced_now`` the ones this call had to sequence itself (the sequencer was behind)."""
     checkpoint = parse_checkpoint(tenant, checkpoint)
     sequenced_now = sequence_pending(tenant)
