@@ -102,8 +102,8 @@ def record(
     )
     entry.save(force_insert=True)
     tenant_id = tenant.pk
-    if getattr(connection.atomic_blocks[0], "_from_testcase", False):
-        # Under Django's TestCase (the test suite's ``db`` fixture) the outer transaction never
+    if any(getattr(block, "_from_testcase", False) for block in connection.atomic_blocks):
+        # Inside Django's TestCase transaction (the test suite's ``db`` fixture) nothing ever
         # commits, so no on_commit hook ever runs: sequence in place, as the hook would after commit.
         sequence_pending(tenant_id)
         entry.refresh_from_db(fields=SEQUENCED_FIELDS)

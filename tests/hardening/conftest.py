@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
+from audit.log import sequence_all_pending
 from tests.hardening.world import World, build
 
 
@@ -21,6 +22,8 @@ def world(django_db_setup, django_db_blocker, tmp_path_factory) -> World:
         with django_db_blocker.unblock():
             outer.__enter__()
             world = build(tmp_path_factory.mktemp("hardening-var"))
+            # This transaction never commits, so no after-commit audit sequencer ran: sequence here.
+            sequence_all_pending()
             for party in world.parties.values():
                 # Log in now, outside the per-test savepoints, and pick up a CSRF cookie.
                 party.web.get("/overview/")
