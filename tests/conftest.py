@@ -34,6 +34,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Decision rows a test buffered (triggers.decision_log) are written while its database is
+    still there, and the flusher thread's connection closed, so nothing leaks into the next test
+    or keeps the test database open."""
+    from triggers import decision_log
+
+    try:
+        return (yield)
+    finally:
+        decision_log.buffer.shutdown()
+
+
 class Party:
     """One person (or key) of the fixture set: user, role, web client and API client."""
 

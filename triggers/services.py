@@ -35,6 +35,7 @@ from memoryhub.models import (
 from memoryhub.quality_service import parse_estimate, record_trigger_estimate
 from memoryhub.tokens import known_encoding
 from memoryhub.workflows import get_workflow
+from triggers import decision_log
 from triggers.engine import (
     ACTION_COMPACT,
     ACTION_RETRIEVE_OR_BLOCK,
@@ -503,10 +504,11 @@ def decide(
     }
     details["policy_source"] = source
     details["enqueue_requested"] = bool(enqueue)
-    # Decisions that act (compact, retrieve_or_block), ask for a job or run inside a caller's
-    # transaction are committed synchronously and returned with their decision_id. A plain
-    # "continue" is the hot path an agent calls before every step: its row is written without
-    # waiting for the WAL flush (see _log_without_commit_wait).
+    # Decisions that act (compact, retrieve_or_block), ask for a job, carry an estimate, project
+    # past the hard limit (an overflow incident) or run inside a caller's transaction are committed
+    # synchronously and returned with their decision_id. A plain "continue" is the hot path an
+    # agent calls before every step: its row is buffered and written in a batch
+    # (triggers.decision_log), so it is answered without an id.
     row = TriggerDecision(
         tenant_id=workflow.tenant_id,
         workflow=workflow,
@@ -528,11 +530,13 @@ def decide(
         not enqueue
         and estimate is None  # an estimate writes its drift row with the decision
         and decision.action not in DURABLE_ACTIONS
-        and connection.vendor == "postgresql"
+        and decision.projected_tokens <= decision.hard_limit
         and connection.get_autocommit()
         and not connection.in_atomic_block
     ):
-        return _log_without_commit_wait(row)
+        decision_log.buffer.append(row)
+        row.durable = False
+        return row
     # One INSERT is atomic on its own; the transaction is only needed to tie a job or an estimate
     # to its decision.
     with transaction.atomic() if enqueue or estimate else nullcontext():
@@ -557,61 +561,6 @@ def decide(
 DURABLE_ACTIONS = frozenset({ACTION_COMPACT, ACTION_RETRIEVE_OR_BLOCK})
 
 
-_CONTINUE_INSERT = "memoryhub_continue_decision"
-_prepared_inserts: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def _continue_insert_sql(fields: list[Any], placeholders: list[str]) -> str:
-    qn = connection.ops.quote_name
-    meta = TriggerDecision._meta
-    return (
-        f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
-        f"VALUES ({', '.join(placeholders)}) "
-        # RETURNING runs before the statement's transaction commits, so the commit is asynchronous.
-        f"RETURNING {qn(meta.pk.column)}, set_config('synchronous_commit', 'off', true)"
-    )
-
-
-def _execute_prepared(cursor: Any, name: str, build: Any, fields: list[Any], values: list[Any]) -> None:
-    """The INSERT as a named prepared statement per database session (parsing and planning it
-    cost as much as running it), or plain when prepared statements are off (a pooler)."""
-    if not settings.MEMORYHUB_PREPARE_DECISION_READ:
-        cursor.execute(build(fields, ["%s"] * len(fields)), values)
-        return
-    session = connection.connection
-    if session not in _prepared_inserts:
-        types = ", ".join(f.db_type(connection) for f in fields)
-        cursor.execute(
-            f"PREPARE {name} ({types}) AS " + build(fields, [f"${i}" for i in range(1, len(fields) + 1)])
-        )
-        _prepared_inserts.add(session)
-    cursor.execute(f"EXECUTE {name} ({', '.join(['%s'] * len(values))})", values)
-
-
-def _log_without_commit_wait(row: TriggerDecision) -> TriggerDecision:
-    """INSERT a "continue" decision as its own transaction with ``synchronous_commit`` off.
-
-    The commit does not wait for the WAL flush (PostgreSQL's asynchronous commit): a server crash
-    may lose the last few hundred milliseconds of such rows (at most 3 × ``wal_writer_delay``),
-    never a state change — every other write, including the next synchronous commit, flushes
-    them. ``set_config(..., true)`` is LOCAL to this one-statement transaction, so the setting
-    ends with it and does not leak to the connection's next statement. Because the row is not
-    durable when the call returns, it is handed back with ``durable = False`` and the API
-    answers ``decision_id: null`` for it (the row still appears in the decision log).
-    """
-    meta = TriggerDecision._meta
-    fields = [f for f in meta.concrete_fields if not f.primary_key]
-    values = [f.get_db_prep_save(f.pre_save(row, True), connection) for f in fields]
-    with connection.cursor() as cursor:
-        _execute_prepared(cursor, _CONTINUE_INSERT, _continue_insert_sql, fields, values)
-        pk, _setting = cursor.fetchone()
-    row.pk = pk
-    row._state.adding = False
-    row._state.db = connection.alias
-    row.durable = False
-    return row
-
-
 def decision_payload(row: TriggerDecision) -> dict[str, Any]:
     """The contract's decision shape for a logged decision (plus the log's extras)."""
     details = row.details or {}
@@ -625,7 +574,7 @@ def decision_payload(row: TriggerDecision) -> dict[str, Any]:
         "safe_budget": row.safe_budget,
         "target_tokens": row.target_tokens,
         "hard_limit": row.hard_limit,
-        # Only a durable row's id is handed out (see _log_without_commit_wait).
+        # A buffered row has no id yet (see triggers.decision_log).
         "decision_id": row.pk if row.durable else None,
         "durable": row.durable,
         "over_by": details.get("over_by", max(0, row.projected_tokens - row.safe_budget)),
