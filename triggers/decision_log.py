@@ -26,10 +26,11 @@ import logging
 import os
 import threading
 import time
+from functools import cache
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connection, connections, transaction
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ def _model() -> Any:
     return TriggerDecision
 
 
+@cache
 def _fields() -> list[Any]:
     return [f for f in _model()._meta.concrete_fields if not f.primary_key]
 
@@ -105,7 +107,9 @@ class DecisionBuffer:
 
     def append(self, row: Any) -> None:
         """Buffer ``row`` (a TriggerDecision not saved yet); ``at`` is stamped now, not at the flush."""
-        values = [f.get_db_prep_save(f.pre_save(row, True), connection) for f in _fields()]
+        # The wrapper itself, not the thread-local proxy each field would look it up through.
+        db = connections[DEFAULT_DB_ALIAS]
+        values = [f.get_db_prep_save(f.pre_save(row, True), db) for f in _fields()]
         with self._lock:
             if not self._rows:
                 self._oldest = time.monotonic()
