@@ -315,8 +315,8 @@ def table(result: dict[str, Any]) -> str:
         f"{'decision×mw':>11} {'logged×mw':>9} {'compact×mw':>10} {'logged×LC':>9} {'logged×tik':>10}"
     )
     lines = [
-        f"database: {result['database']} (medians in ms; ×: baseline ÷ MemoryHub; logged: per call in "
-        f"blocks of {result['buffer_rows']}, each block's batch write included)",
+        f"database: {result['database']} (medians in ms per call; ×: baseline ÷ MemoryHub; MemoryHub "
+        f"timed in blocks of calls, logged in blocks of {result['buffer_rows']} with their batch write)",
         header,
     ]
     for r in result["rows"]:
