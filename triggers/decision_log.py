@@ -29,6 +29,8 @@ import time
 from functools import cache
 from typing import Any
 
+from celery.signals import worker_process_shutdown, worker_shutdown
+from django.apps import apps
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connection, connections, transaction
 
@@ -39,9 +41,8 @@ IDLE_CLOSE_SECONDS = 5.0
 
 
 def _model() -> Any:
-    from triggers.models import TriggerDecision
-
-    return TriggerDecision
+    # By name: triggers.models imports this module (its manager flushes the buffer before reads).
+    return apps.get_model("triggers", "TriggerDecision")
 
 
 @cache
@@ -55,12 +56,10 @@ def _write(batch: list[list[Any]]) -> int:
     try:
         _insert(batch)
     except IntegrityError:
-        from memoryhub.models import Workflow
-
+        workflows = _model()._meta.get_field("workflow").related_model
         index = [f.attname for f in _fields()].index("workflow_id")
-        alive = set(
-            Workflow.objects.filter(pk__in={row[index] for row in batch}).values_list("pk", flat=True)
-        )
+        ids = {row[index] for row in batch}
+        alive = set(workflows.objects.filter(pk__in=ids).values_list("pk", flat=True))
         kept = [row for row in batch if row[index] in alive]
         if len(kept) == len(batch):
             raise
@@ -233,7 +232,5 @@ atexit.register(_at_exit)
 
 
 def connect_worker_signals() -> None:
-    from celery.signals import worker_process_shutdown, worker_shutdown
-
     worker_shutdown.connect(_at_exit, weak=False)
     worker_process_shutdown.connect(_at_exit, weak=False)

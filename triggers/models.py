@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models import Q
 
 from memoryhub.models import CompactionJob, Tenant, Workflow
+from triggers.decision_log import flush_decision_buffer
 
 
 class ContextPolicy(models.Model):
@@ -31,7 +32,7 @@ class ContextPolicy(models.Model):
     hard_limit_tokens = models.PositiveIntegerField(null=True, blank=True)
     require_approval = models.BooleanField(default=False)
     strategies = models.JSONField(default=dict, blank=True)
-    # Validator version, per-class retention floors and fabricated limit (memoryhub.quality);
+    # Validator version, per-class retention floors and fabricated limit (memoryhub.core.quality);
     # empty means the defaults (rules-6).
     quality = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -67,8 +68,6 @@ class DecisionManager(models.Manager["TriggerDecision"]):
     (triggers.decision_log), so the process sees every decision it made."""
 
     def get_queryset(self) -> models.QuerySet[TriggerDecision]:
-        from triggers.decision_log import flush_decision_buffer
-
         flush_decision_buffer()
         return super().get_queryset()
 

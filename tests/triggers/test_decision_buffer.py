@@ -18,9 +18,9 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import transaction
 
-from memoryhub.actors import Actor
-from memoryhub.compaction.worker import database_url
+from memoryhub.core.actors import Actor
 from memoryhub.models import Workflow
+from memoryhub.pipeline.worker import database_url
 from tests.helpers import make_workflow, race
 from triggers import decision_log, services
 from triggers.decision_log import flush_decision_buffer
@@ -133,7 +133,7 @@ import os, signal, sys
 import django
 
 django.setup()
-from memoryhub.actors import Actor
+from memoryhub.core.actors import Actor
 from memoryhub.models import Tenant
 from triggers import decision_log, services
 
