@@ -131,8 +131,11 @@ class DecisionBuffer:
         """Write every buffered row now on this thread's connection; the number written.
 
         Inside a transaction it writes nothing (the rows would share the caller's fate); the
-        flusher writes them within ``MEMORYHUB_DECISION_BUFFER_MS``."""
-        if not self._rows or connection.in_atomic_block:
+        flusher writes them within ``MEMORYHUB_DECISION_BUFFER_MS``. A batch another thread is
+        writing is waited for, so every row buffered before the call is committed after it."""
+        # Rows first: a writer takes the batch while holding _writing, so empty + unlocked means
+        # nothing is buffered or in flight.
+        if (not self._rows and not self._writing.locked()) or connection.in_atomic_block:
             return 0
         with self._writing:
             return self._write_pending()
