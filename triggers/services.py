@@ -649,25 +649,6 @@ def decisions_for(workflow: Workflow) -> QuerySet[TriggerDecision]:
     return TriggerDecision.objects.filter(workflow=workflow).order_by("-at", "-id")
 
 
-# Metrics read the log through these (the seed's "overflow incidents" and "fallback retrieval calls").
-
-
-def overflow_incidents(
-    tenant: Tenant, since: datetime, until: datetime | None = None
-) -> QuerySet[TriggerDecision]:
-    """Decisions whose projected context exceeded the hard limit."""
-    qs = TriggerDecision.objects.filter(tenant=tenant, at__gte=since, projected_tokens__gt=F("hard_limit"))
-    return qs.filter(at__lt=until) if until else qs
-
-
-def fallback_retrievals(
-    tenant: Tenant, since: datetime, until: datetime | None = None
-) -> QuerySet[TriggerDecision]:
-    """Decisions that answered retrieve_or_block (targeted retrieval or an explicit stop)."""
-    qs = TriggerDecision.objects.filter(tenant=tenant, action=ACTION_RETRIEVE_OR_BLOCK, at__gte=since)
-    return qs.filter(at__lt=until) if until else qs
-
-
 # --------------------------------------------------------------------------------------------
 # Stateless what-if
 # --------------------------------------------------------------------------------------------
