@@ -310,8 +310,11 @@ class Rows:
     def of_tenant(self, tenant: Tenant) -> QuerySet:
         return self.model._default_manager.filter(**{self.tenant_path: tenant}).filter(self.condition())
 
-    def of_workflow(self, workflow: Workflow | OuterRef) -> QuerySet:
-        return self.model._default_manager.filter(**{self.workflow_path: workflow}).filter(self.condition())
+    def of_workflow(
+        self, workflow: Workflow | OuterRef, since: datetime | None = None, until: datetime | None = None
+    ) -> QuerySet:
+        qs = self.model._default_manager.filter(**{self.workflow_path: workflow}).filter(self.condition())
+        return _window(qs, self.time_field, since, until)
 
     def between(
         self, tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str = ""

@@ -20,9 +20,9 @@ from django.utils import timezone
 from memoryhub import figures, lifecycle
 from memoryhub.actors import Actor
 from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, Workflow
+from memoryhub.observe import detail, reports
 from memoryhub.summaries import create_summary
 from memoryhub.traces import record_artifact, record_trace
-from memoryhub.views import dashboard
 from tests.helpers import append, event, make_workflow
 from triggers.services import decide
 
@@ -249,7 +249,7 @@ def test_overview_empty_state(alice):
 
 def test_overview_window_buckets_are_aligned_and_cover_the_span():
     now = timezone.now()
-    for window in dashboard.WINDOWS.values():
+    for window in reports.WINDOWS.values():
         starts = window.starts(now)
         assert starts[-1] <= now < starts[-1] + window.bucket
         assert starts[0] <= now - window.span + window.bucket
@@ -388,7 +388,7 @@ def test_history_curve_samples_long_histories(alice, tenant, django_assert_max_n
         append(wf, [event(i) for i in range(lo, lo + 500)])
     fig = figures_in(alice.web.get("/workflows/long/").content.decode())["history"]
     history = next(t for t in fig["data"] if t["name"].startswith("history"))
-    assert len(history["x"]) <= dashboard.CURVE_POINTS + 2
+    assert len(history["x"]) <= detail.CURVE_POINTS + 2
     assert history["x"][-1] == 3000 and history["y"][-1] == Workflow.objects.get(pk=wf.pk).total_tokens
     assert "every 13 events" in fig["layout"]["title"]["text"]
 

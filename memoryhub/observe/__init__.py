@@ -1,0 +1,1 @@
+"""Observability: metrics, their rollups, alerts and the reports the dashboard renders."""
