@@ -1,4 +1,4 @@
-"""What the overview and alert pages show, computed from a tenant: plain functions returning plain
+"""What the overview, alert and trace pages show, computed from a tenant: plain functions returning plain
 dataclasses (no request, no response, no template). Views parse a request, read one of these and
 render it; charts are composed from them by memoryhub.views.charts.
 
@@ -20,10 +20,21 @@ from typing import Any, cast
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Prefetch, Q, QuerySet, Sum
 from django.db.models.functions import Trunc
 
+from audit.replay import replay_bundle
 from audit.review import inbox_counts
 from memoryhub import metrics
 from memoryhub.alerting.firing import delivery_summary
-from memoryhub.models import AlertEvent, AlertRule, Channel, Notification, Tenant, Workflow, WorkflowSource
+from memoryhub.models import (
+    AlertEvent,
+    AlertRule,
+    Artifact,
+    Channel,
+    ConsumerTrace,
+    Notification,
+    Tenant,
+    Workflow,
+    WorkflowSource,
+)
 from triggers.services import effective_policy
 
 # --------------------------------------------------------------------------------------------
@@ -453,7 +464,6 @@ def overview_charts(
 # Alert pages
 # --------------------------------------------------------------------------------------------
 
-ALERT_HISTORY_HOURS = (1, 6, 24, 72, 168)
 MAX_CHART_POINTS = 2000
 RECENT_FLIPS = 20
 
@@ -504,3 +514,87 @@ def rule_history(rule: AlertRule, since: datetime) -> RuleHistory:
 
 def channel_notifications(channel: Channel) -> QuerySet[Notification]:
     return channel.notifications.select_related("alert_event__rule").order_by("-at", "-id")[:RECENT_FLIPS]
+
+
+# --------------------------------------------------------------------------------------------
+# Trace and artifact lists, trace page
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TraceFilters:
+    """What both lists narrow by. Times bound ``at``: at or after ``window_start`` and ``since``,
+    before ``until``; agent and flag match a trace (an artifact: any trace that produced it)."""
+
+    agent: str = ""
+    flag: str = ""
+    workflow: str = ""  # external_id
+    window_start: datetime | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def time_range(self, field: str) -> Q:
+        q = Q()
+        for lookup, value in (("gte", self.window_start), ("gte", self.since), ("lt", self.until)):
+            if value is not None:
+                q &= Q(**{f"{field}__{lookup}": value})
+        return q
+
+
+def filtered_traces(tenant: Tenant, filters: TraceFilters) -> QuerySet[ConsumerTrace]:
+    qs = ConsumerTrace.objects.filter(tenant=tenant).filter(filters.time_range("at"))
+    if filters.agent:
+        qs = qs.filter(agent=filters.agent)
+    if filters.flag:
+        qs = qs.filter(metrics.has_flag(filters.flag))
+    if filters.workflow:
+        qs = qs.filter(workflow__external_id=filters.workflow)
+    return qs.select_related("workflow", "summary").defer("summary__content").order_by("-at", "-id")
+
+
+def filtered_artifacts(tenant: Tenant, filters: TraceFilters) -> QuerySet[Artifact]:
+    """Artifacts by when they were published; agent and flag match any of the traces that produced them."""
+    qs = Artifact.objects.filter(tenant=tenant).filter(filters.time_range("at"))
+    producers = Q()
+    if filters.agent:
+        producers &= Q(produced_by__agent=filters.agent)
+    if filters.flag:
+        producers &= metrics.has_flag(filters.flag, "produced_by__")
+    if producers:
+        qs = qs.filter(pk__in=Artifact.objects.filter(tenant=tenant).filter(producers).values("pk"))
+    if filters.workflow:
+        qs = qs.filter(workflow__external_id=filters.workflow)
+    traces = ConsumerTrace.objects.only("id", "agent", "model_call_id", "flags").order_by("at", "id")
+    return (
+        qs.select_related("workflow")
+        .prefetch_related(Prefetch("produced_by", queryset=traces))
+        .order_by("-at", "-id")
+    )
+
+
+def trace_agents(tenant: Tenant) -> list[str]:
+    """The agents that made the tenant's model calls (the lists' agent filter), at most 200."""
+    return list(
+        ConsumerTrace.objects.filter(tenant=tenant)
+        .values_list("agent", flat=True)
+        .distinct()
+        .order_by("agent")[:200]
+    )
+
+
+@dataclass
+class TraceReport:
+    """A model call: what it read (summary up to ``watermark``, then the tail from ``tail_from``),
+    what it produced, and its replay bundle."""
+
+    watermark: int
+    tail_from: int
+    artifacts: list[Artifact]
+    bundle: dict[str, Any]
+
+
+def trace_report(trace: ConsumerTrace) -> TraceReport:
+    summary = trace.summary
+    watermark = summary.covers_to_seq if summary is not None else trace.summary_watermark
+    bundle = replay_bundle(trace)
+    return TraceReport(watermark, watermark + 1, list(trace.artifacts.order_by("at", "id")), bundle)
