@@ -35,7 +35,6 @@ from memoryhub.models import (
     role_at_least,
 )
 from memoryhub.summaries import summary_content
-from memoryhub.views.base import EVENTS_PER_PAGE
 from triggers.engine import PolicySpec
 
 CURVE_POINTS = 240  # at most this many sampled seqs (plus activation points) on the history curve
@@ -93,22 +92,22 @@ class EventPage:
         return self.number + 1
 
 
-def page_of_seq(seq: int) -> int:
-    """The event page that holds ``seq``."""
-    return (seq - 1) // EVENTS_PER_PAGE + 1
+def page_of_seq(seq: int, per_page: int) -> int:
+    """The event page that holds ``seq`` (page N holds seqs (N-1)*per_page+1 .. N*per_page)."""
+    return (seq - 1) // per_page + 1
 
 
-def event_page(workflow: Workflow, page_no: int) -> EventPage:
+def event_page(workflow: Workflow, page_no: int, per_page: int) -> EventPage:
     """Events of page ``page_no`` (clamped) as a seq range: seqs are gapless, so no OFFSET and no COUNT."""
-    num_pages = max(1, math.ceil(workflow.head_seq / EVENTS_PER_PAGE))
+    num_pages = max(1, math.ceil(workflow.head_seq / per_page))
     page_no = min(max(page_no, 1), num_pages)
-    lo = (page_no - 1) * EVENTS_PER_PAGE + 1
+    lo = (page_no - 1) * per_page + 1
     # The LIMIT matters: it makes PostgreSQL walk the (workflow, seq) index even when its estimate for
     # the range is far off (a million-event workflow among many small ones).
     events = list(
-        Event.objects.filter(workflow=workflow, seq__gte=lo, seq__lt=lo + EVENTS_PER_PAGE)
+        Event.objects.filter(workflow=workflow, seq__gte=lo, seq__lt=lo + per_page)
         .select_related("purge")
-        .order_by("seq")[:EVENTS_PER_PAGE]
+        .order_by("seq")[:per_page]
     )
     return EventPage(events, page_no, num_pages, lo, events[-1].seq if events else lo)
 
@@ -340,7 +339,7 @@ def awaiting_approval(summary: Summary) -> bool:
 @dataclass
 class SummaryReport:
     content: dict[str, Any]  # empty once purged
-    facts: list[dict[str, Any]]  # each with ``sources``: (seq, event or None, event page)
+    facts: list[dict[str, Any]]  # each with ``sources``: (seq, event or None, its event page)
     validations: list[ValidationRecord]  # newest first
     latest_validation: ValidationRecord | None
     checks: list[dict[str, Any]]  # the latest validation's, each with ``waived``
@@ -358,7 +357,7 @@ class SummaryReport:
     can_comment: bool
 
 
-def summary_report(summary: Summary, role: str | None) -> SummaryReport:
+def summary_report(summary: Summary, role: str | None, events_per_page: int) -> SummaryReport:
     workflow = summary.workflow
     content = {} if summary.purged_by_id else summary_content(summary)
     validations = list(summary.validations.order_by("-created_at", "-id"))
@@ -380,7 +379,12 @@ def summary_report(summary: Summary, role: str | None) -> SummaryReport:
         )
     }
     facts = [
-        {**f, "sources": [(s, sources.get(s), page_of_seq(s)) for s in f.get("source_seqs", [])]}
+        {
+            **f,
+            "sources": [
+                (s, sources.get(s), page_of_seq(s, events_per_page)) for s in f.get("source_seqs", [])
+            ],
+        }
         for f in content.get("facts", [])
     ]
     previous = workflow.summaries.filter(version__lt=summary.version).order_by("-version").first()

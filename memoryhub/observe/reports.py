@@ -1,6 +1,6 @@
-"""What the overview, alert and trace pages show, computed from a tenant: plain functions returning plain
-dataclasses (no request, no response, no template). Views parse a request, read one of these and
-render it; charts are composed from them by memoryhub.views.charts.
+"""What the overview, alert and trace pages show, computed from a tenant: plain functions
+returning plain dataclasses (no request, no response, no template). Views parse a request, read
+one of these and render it; charts are composed from them by memoryhub.views.charts.
 
 The overview charts signals — each one row counter of the memoryhub.metrics registry — per bucket
 of a time window. Counts come from the MetricSample rollups (written by beat every 5 minutes)

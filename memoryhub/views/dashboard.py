@@ -188,7 +188,7 @@ def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
         )
     page_no = _int(request.GET.get("page"), 1)
     if seq := _int(request.GET.get("seq"), 0):
-        page_no = detail.page_of_seq(seq)
+        page_no = detail.page_of_seq(seq, EVENTS_PER_PAGE)
     report = detail.workflow_report(workflow)
     curve = history_figure(report.history, spec)
     return render(
@@ -209,7 +209,7 @@ def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
             "traces": report.traces,
             "artifacts": report.artifacts,
             "jobs": report.jobs,
-            "page": detail.event_page(workflow, page_no),
+            "page": detail.event_page(workflow, page_no, EVENTS_PER_PAGE),
             "event_kinds": EventKind.values,
             "watermark": report.watermark,
         },
@@ -257,7 +257,7 @@ def summary_detail(request: HttpRequest, summary_id: str) -> HttpResponse:
                 "awaiting_approval": detail.awaiting_approval(summary),
             },
         )
-    report = detail.summary_report(summary, role)
+    report = detail.summary_report(summary, role, EVENTS_PER_PAGE)
     return render(
         request,
         "memoryhub/summary_detail.html",

@@ -36,7 +36,7 @@ from memoryhub.observe.reports import (
     trace_agents,
     trace_report,
 )
-from memoryhub.views.base import page_tenant
+from memoryhub.views.base import EVENTS_PER_PAGE, page_tenant
 
 PER_PAGE = 50
 WINDOW_CHOICES = [("", "any time"), *[(w.key, w.label) for w in WINDOWS.values()]]
@@ -123,7 +123,7 @@ def artifact_list(request: HttpRequest) -> HttpResponse:
 
 def event_link(workflow_id: str, seq: int) -> str:
     """The workflow page at the events page holding ``seq``, scrolled to it."""
-    return f"/workflows/{workflow_id}/?{urlencode({'seq': seq, 'page': page_of_seq(seq)})}#event-{seq}"
+    return f"/workflows/{workflow_id}/?{urlencode({'seq': seq, 'page': page_of_seq(seq, EVENTS_PER_PAGE)})}#event-{seq}"
 
 
 @login_required

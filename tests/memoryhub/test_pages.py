@@ -15,6 +15,8 @@ from urllib.parse import parse_qs, urlsplit
 import plotly.graph_objects as go
 import pytest
 import time_machine
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memoryhub import figures, lifecycle
@@ -319,9 +321,6 @@ def test_workflow_list_keyset_pages_cover_everything_once(alice, tenant, sort):
 
 
 def test_workflow_list_pages_never_use_offset(alice, tenant, django_assert_max_num_queries):
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
     for i in range(30):
         make_workflow(tenant, f"wf-{i:02d}")
     first = alice.web.get("/workflows/").content.decode()

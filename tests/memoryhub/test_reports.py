@@ -239,8 +239,7 @@ def test_pointer_change_positions_never_go_back_and_stay_within_head():
 
 
 def test_event_pages_by_seq():
-    per = detail.EVENTS_PER_PAGE
-    assert [detail.page_of_seq(s) for s in (1, per, per + 1)] == [1, 1, 2]
+    assert [detail.page_of_seq(s, 50) for s in (1, 50, 51, 101)] == [1, 1, 2, 3]
 
 
 def test_workflow_cursors_round_trip_and_reject_anything_else():
