@@ -1,1 +1,1 @@
-"""Observability: metrics, their rollups, alerts and the reports the dashboard renders."""
+"""Reports over the domain: the metrics registry, overview reports, charts and alerting."""

@@ -15,7 +15,7 @@ from typing import Any
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from memoryhub import lifecycle
+from memoryhub.memory import lifecycle
 from memoryhub.models import Summary, Tenant, Workflow
 from memoryhub.observe.reports import SIGNALS, WINDOWS
 

@@ -18,8 +18,10 @@ from django.db.models import Count, Q
 from audit.diff import diff_summaries
 from audit.models import SummaryComment
 from audit.review import ActionSpec, available_actions
-from memoryhub import figures, lifecycle, metrics
-from memoryhub.lifecycle import ActionPolicy
+from memoryhub.memory import lifecycle
+from memoryhub.memory.events import EVENTS_PER_PAGE
+from memoryhub.memory.lifecycle import ActionPolicy
+from memoryhub.memory.summaries import summary_content
 from memoryhub.models import (
     Artifact,
     CompactionJob,
@@ -34,7 +36,7 @@ from memoryhub.models import (
     Workflow,
     role_at_least,
 )
-from memoryhub.summaries import summary_content
+from memoryhub.observe import figures, metrics
 from triggers.engine import PolicySpec
 
 CURVE_POINTS = 240  # at most this many sampled seqs (plus activation points) on the history curve
@@ -92,22 +94,22 @@ class EventPage:
         return self.number + 1
 
 
-def page_of_seq(seq: int, per_page: int) -> int:
-    """The event page that holds ``seq`` (page N holds seqs (N-1)*per_page+1 .. N*per_page)."""
-    return (seq - 1) // per_page + 1
+def page_of_seq(seq: int) -> int:
+    """The event page that holds ``seq``."""
+    return (seq - 1) // EVENTS_PER_PAGE + 1
 
 
-def event_page(workflow: Workflow, page_no: int, per_page: int) -> EventPage:
+def event_page(workflow: Workflow, page_no: int) -> EventPage:
     """Events of page ``page_no`` (clamped) as a seq range: seqs are gapless, so no OFFSET and no COUNT."""
-    num_pages = max(1, math.ceil(workflow.head_seq / per_page))
+    num_pages = max(1, math.ceil(workflow.head_seq / EVENTS_PER_PAGE))
     page_no = min(max(page_no, 1), num_pages)
-    lo = (page_no - 1) * per_page + 1
+    lo = (page_no - 1) * EVENTS_PER_PAGE + 1
     # The LIMIT matters: it makes PostgreSQL walk the (workflow, seq) index even when its estimate for
     # the range is far off (a million-event workflow among many small ones).
     events = list(
-        Event.objects.filter(workflow=workflow, seq__gte=lo, seq__lt=lo + per_page)
+        Event.objects.filter(workflow=workflow, seq__gte=lo, seq__lt=lo + EVENTS_PER_PAGE)
         .select_related("purge")
-        .order_by("seq")[:per_page]
+        .order_by("seq")[:EVENTS_PER_PAGE]
     )
     return EventPage(events, page_no, num_pages, lo, events[-1].seq if events else lo)
 
@@ -357,7 +359,7 @@ class SummaryReport:
     can_comment: bool
 
 
-def summary_report(summary: Summary, role: str | None, events_per_page: int) -> SummaryReport:
+def summary_report(summary: Summary, role: str | None) -> SummaryReport:
     workflow = summary.workflow
     content = {} if summary.purged_by_id else summary_content(summary)
     validations = list(summary.validations.order_by("-created_at", "-id"))
@@ -381,9 +383,7 @@ def summary_report(summary: Summary, role: str | None, events_per_page: int) -> 
     facts = [
         {
             **f,
-            "sources": [
-                (s, sources.get(s), page_of_seq(s, events_per_page)) for s in f.get("source_seqs", [])
-            ],
+            "sources": [(s, sources.get(s), page_of_seq(s)) for s in f.get("source_seqs", [])],
         }
         for f in content.get("facts", [])
     ]

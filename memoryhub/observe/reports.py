@@ -1,8 +1,8 @@
 """What the overview, alert and trace pages show, computed from a tenant: plain functions
 returning plain dataclasses (no request, no response, no template). Views parse a request, read
-one of these and render it; charts are composed from them by memoryhub.views.charts.
+one of these and render it; charts are composed from them by memoryhub.web.views.charts.
 
-The overview charts signals — each one row counter of the memoryhub.metrics registry — per bucket
+The overview charts signals — each one row counter of the memoryhub.observe.metrics registry — per bucket
 of a time window. Counts come from the MetricSample rollups (written by beat every 5 minutes)
 wherever those cover a stretch completely; the gaps are counted live from the rows through the
 metric's own ``Rows`` definition. Exact either way; the cost follows the gaps, not the tenant's
@@ -22,8 +22,6 @@ from django.db.models.functions import Trunc
 
 from audit.replay import replay_bundle
 from audit.review import inbox_counts
-from memoryhub import metrics
-from memoryhub.alerting.firing import delivery_summary
 from memoryhub.models import (
     AlertEvent,
     AlertRule,
@@ -35,7 +33,9 @@ from memoryhub.models import (
     Workflow,
     WorkflowSource,
 )
-from triggers.services import effective_policy
+from memoryhub.observe import metrics
+from memoryhub.observe.alerting.firing import delivery_summary
+from triggers.policy import effective_policy
 
 # --------------------------------------------------------------------------------------------
 # Time windows
@@ -81,7 +81,7 @@ def window_for(key: str | None) -> Window:
 
 @dataclass(frozen=True)
 class Signal:
-    """Something that happens to workflows over time: a row counter of memoryhub.metrics, shown
+    """Something that happens to workflows over time: a row counter of memoryhub.observe.metrics, shown
     as a headline number and a chart on the overview, and a workflow-list filter (``?has=<key>``)
     its chart points drill down to."""
 
@@ -365,7 +365,7 @@ def compactions_by_source(tenant: Tenant, since: datetime, until: datetime) -> l
     """Per workflow source: workflows, and compactions finished in the window (observed ones apart).
 
     Observed compactions (performed by a framework or provider) are jobs keyed ``observed/…``
-    (``memoryhub.observed``); the rest ran in MemoryHub. Sources with neither are left out.
+    (``memoryhub.memory.observed``); the rest ran in MemoryHub. Sources with neither are left out.
     """
     workflows = dict(
         Workflow.objects.filter(tenant=tenant)
@@ -395,7 +395,7 @@ def compactions_by_source(tenant: Tenant, since: datetime, until: datetime) -> l
 def gauge_series(
     tenant: Tenant, metric: str, window: Window, now: datetime, *, scale: float = 1.0
 ) -> tuple[list[datetime], list[float | None]]:
-    """A gauge per bucket: the past from memoryhub.metrics rollups, the current bucket live.
+    """A gauge per bucket: the past from memoryhub.observe.metrics rollups, the current bucket live.
     Buckets without a rollup are gaps, not zeros."""
     points = metrics.series(tenant, metric, now - window.span, window.bucket, now=now)
     return [p[0] for p in points], [None if p[1] is None else p[1] * scale for p in points]

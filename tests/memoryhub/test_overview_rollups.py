@@ -11,9 +11,8 @@ import time_machine
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from memoryhub import metrics
 from memoryhub.models import MetricSample
-from memoryhub.observe import reports
+from memoryhub.observe import metrics, reports
 from tests.memoryhub.test_pages import build_story
 
 pytestmark = pytest.mark.django_db

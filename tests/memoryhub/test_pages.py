@@ -19,12 +19,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from memoryhub import figures, lifecycle
-from memoryhub.actors import Actor
+from memoryhub.context.traces import record_artifact, record_trace
+from memoryhub.core.actors import Actor
+from memoryhub.memory import lifecycle
+from memoryhub.memory.summaries import create_summary
 from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, Workflow
-from memoryhub.observe import detail, reports
-from memoryhub.summaries import create_summary
-from memoryhub.traces import record_artifact, record_trace
+from memoryhub.observe import detail, figures, reports
 from tests.helpers import append, event, make_workflow
 from triggers.services import decide
 

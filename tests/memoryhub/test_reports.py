@@ -10,9 +10,9 @@ import pytest
 import time_machine
 from django.utils import timezone
 
-from memoryhub import metrics
+from memoryhub.memory.events import EVENTS_PER_PAGE
 from memoryhub.models import CompactionJob, JobStatus, Workflow
-from memoryhub.observe import browse, detail, reports
+from memoryhub.observe import browse, detail, metrics, reports
 from memoryhub.observe.reports import MAX_GAP_RANGES, WINDOWS, Slots
 from tests.memoryhub.test_pages import build_story
 
@@ -239,7 +239,8 @@ def test_pointer_change_positions_never_go_back_and_stay_within_head():
 
 
 def test_event_pages_by_seq():
-    assert [detail.page_of_seq(s, 50) for s in (1, 50, 51, 101)] == [1, 1, 2, 3]
+    per = EVENTS_PER_PAGE
+    assert [detail.page_of_seq(s) for s in (1, per, per + 1, 2 * per + 1)] == [1, 1, 2, 3]
 
 
 def test_workflow_cursors_round_trip_and_reject_anything_else():
