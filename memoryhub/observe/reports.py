@@ -2,8 +2,8 @@
 returning plain dataclasses (no request, no response, no template). Views parse a request, read
 one of these and render it; charts are composed from them by memoryhub.web.views.charts.
 
-The overview charts signals — each one row counter of the memoryhub.observe.metrics registry — per bucket
-of a time window. Counts come from the MetricSample rollups (written by beat every 5 minutes)
+The overview charts signals — each one row counter of the memoryhub.observe.metrics registry —
+per bucket of a time window. Counts come from the MetricSample rollups (written by beat every 5 minutes)
 wherever those cover a stretch completely; the gaps are counted live from the rows through the
 metric's own ``Rows`` definition. Exact either way; the cost follows the gaps, not the tenant's
 volume, and the number of queries does not grow with rows.
@@ -81,9 +81,9 @@ def window_for(key: str | None) -> Window:
 
 @dataclass(frozen=True)
 class Signal:
-    """Something that happens to workflows over time: a row counter of memoryhub.observe.metrics, shown
-    as a headline number and a chart on the overview, and a workflow-list filter (``?has=<key>``)
-    its chart points drill down to."""
+    """Something that happens to workflows over time: a row counter of memoryhub.observe.metrics,
+    shown as a headline number and a chart on the overview, and a workflow-list filter
+    (``?has=<key>``) its chart points drill down to."""
 
     key: str
     metric: str
