@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 
 from memoryhub.actors import Actor
 from memoryhub.errors import InvalidInput
-from memoryhub.models import Workflow
+from memoryhub.models import Tenant, Workflow
 from memoryhub.workflows import get_workflow
 
 # External ids may contain anything but '/'.
@@ -18,12 +18,18 @@ WF = "<str:wf>"
 class TenantAPIView(APIView):
     """Base for v1 views: request.tenant/request.role are set by the TenantMember permission."""
 
+    @property
+    def tenant(self) -> Tenant:
+        """The tenant the TenantMember permission resolved for this request."""
+        # TenantMember sets request.tenant at runtime; DRF's Request type does not declare it.
+        tenant: Tenant = self.request.tenant  # type: ignore[attr-defined]
+        return tenant
+
     def actor(self) -> Actor:
         return Actor.from_request(self.request)
 
     def workflow(self, external_id: str, *, for_update: bool = False) -> Workflow:
-        # request.tenant is set by the TenantMember permission; DRF's Request type does not declare it.
-        return get_workflow(self.request.tenant, external_id, for_update=for_update)  # type: ignore[attr-defined]
+        return get_workflow(self.tenant, external_id, for_update=for_update)
 
 
 def list_responses(serializer) -> dict:

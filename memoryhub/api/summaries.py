@@ -321,7 +321,7 @@ class _Action(TenantAPIView):
     throttle_scope = "review"
 
     def summary(self, summary_id: str) -> Summary:
-        return get_summary(self.request.tenant, summary_id)  # type: ignore[attr-defined]  # set by TenantMember
+        return get_summary(self.tenant, summary_id)
 
 
 class ValidateView(_Action):
