@@ -9,12 +9,16 @@ arrived that quotes them is emptied (digest kept) and points at the purge.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
 from audit.models import Payload, Purge
 from memoryhub.canonical import hash_value
+
+if TYPE_CHECKING:
+    from memoryhub.models import Summary
 
 # Audit data keys that stay in the chained row when their values are ids, numbers, statuses or
 # lists/objects of those. Any other key with text — reasons, details, facts, notes, selectors, and
@@ -141,7 +145,7 @@ class PurgedText:
         return False
 
 
-def summary_payloads(summaries: list[Any], before: Any) -> set[int]:
+def summary_payloads(summaries: list[Summary], before: datetime) -> set[int]:
     """Payloads of the records about ``summaries`` (validation records, lifecycle events, audit
     entries) written before ``before``: text about a summary derived from purged events is derived
     from them too, paraphrase or not, so it goes with them."""
@@ -161,7 +165,7 @@ def summary_payloads(summaries: list[Any], before: Any) -> set[int]:
 
 
 def tombstone_payloads(
-    purge: Purge, detector: PurgedText, since: Any, derived: set[int] | None = None
+    purge: Purge, detector: PurgedText, since: datetime, derived: set[int] | None = None
 ) -> list[int]:
     """Empty every payload of the purge's tenant written since ``since`` that holds purged text,
     and the ``derived`` ones (records about summaries of the purged events)."""

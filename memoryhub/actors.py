@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
+    from rest_framework.request import Request
 
 
 @dataclass(frozen=True)
@@ -33,7 +37,7 @@ class Actor:
         return cls("system", name)
 
     @classmethod
-    def from_request(cls, request: Any) -> Actor:
+    def from_request(cls, request: HttpRequest | Request) -> Actor:
         """The actor behind an API or page request (API key first, then the session user)."""
         from memoryhub.models import ApiKey
 

@@ -36,7 +36,7 @@ from memoryhub import lifecycle
 from memoryhub.actors import Actor
 from memoryhub.canonical import canonical_bytes, sha256_hex
 from memoryhub.errors import Conflict, InvalidInput
-from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, Workflow
+from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, ValidationRecord, Workflow
 from memoryhub.opaque import opaque_content
 from memoryhub.summaries import COMPACTOR_FIELDS, create_summary, max_summary_bytes
 from memoryhub.validation import NON_WAIVABLE
@@ -155,7 +155,7 @@ def _content(text: Any, opaque: Any) -> dict[str, Any]:
     return opaque_content(opaque.get("digest"), opaque.get("size_bytes"), opaque.get("media_type") or "")  # type: ignore[arg-type]
 
 
-def _accept_as_observed(summary: Summary, record: Any, actor: Actor) -> Summary:
+def _accept_as_observed(summary: Summary, record: ValidationRecord | None, actor: Actor) -> Summary:
     """The framework already replaced its history with this summary: MemoryHub cannot refuse
     what happened, only judge it. The failed checks stay on the record (they count as validation
     failures, the summary page and alerts show them); the observer waives them, saying so, so

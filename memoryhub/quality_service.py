@@ -11,7 +11,7 @@ import json
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
@@ -27,6 +27,9 @@ from memoryhub.models import (
     TokenEstimate,
     Workflow,
 )
+
+if TYPE_CHECKING:
+    from triggers.engine import PolicySpec
 
 ACTIVE_JOB_STATUSES = (JobStatus.PENDING, JobStatus.QUEUED, JobStatus.RUNNING)
 # Pages compute retention live for summaries up to this many covered events.
@@ -140,7 +143,7 @@ def missed_compaction(workflow: Workflow) -> bool:
 
 
 def thresholds(
-    workflow: Workflow, spec: Any, summaries: Sequence[Mapping[str, Any]], cum: dict[int, int]
+    workflow: Workflow, spec: PolicySpec, summaries: Sequence[Mapping[str, Any]], cum: dict[int, int]
 ) -> dict:
     """The policy's trigger and safe budget next to the history sizes at which compactions really
     happened (the threshold in force — for frameworks that compact by themselves, theirs).

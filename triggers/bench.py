@@ -39,6 +39,7 @@ from django.db import connection
 from memoryhub.actors import Actor
 from memoryhub.bench.synthetic import synthetic_events
 from memoryhub.events import append_events, parse_batch
+from memoryhub.models import Tenant, Workflow
 from memoryhub.tenancy import create_tenant
 from memoryhub.tokens import DEFAULT_ENCODING, get_encoding
 from memoryhub.workflows import create_workflow
@@ -103,7 +104,9 @@ def _timed(fn: Callable[[], Any], *, repeats: int, budget_s: float = 5.0) -> dic
     }
 
 
-def _build_workflow(tenant, external_id: str, contents: list[dict[str, Any]], log) -> Any:
+def _build_workflow(
+    tenant: Tenant, external_id: str, contents: list[dict[str, Any]], log: Callable[[str], None]
+) -> Workflow:
     workflow, _ = create_workflow(tenant, external_id, actor=Actor.system("bench"))
     for lo in range(0, len(contents), 1_000):
         events, _ = parse_batch({"events": contents[lo : lo + 1_000]})

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from memoryhub.alerting.evaluate import classify
 from memoryhub.metrics import compute
-from memoryhub.models import AlertRule, AlertState, Tenant, Workflow
+from memoryhub.models import AlertEvent, AlertRule, AlertState, Tenant, Workflow
 
 BREACH_SCAN = 50  # workflows measured per firing rule (most recently updated first)
 BREACH_SHOWN = 5
@@ -67,7 +67,7 @@ def firing(tenant: Tenant | int, now: datetime | None = None, *, with_workflows:
     return [Firing(rule, breaching_workflows(rule, now) if with_workflows else []) for rule in rules]
 
 
-def delivery_summary(flip: Any) -> dict[str, Any]:
+def delivery_summary(flip: AlertEvent) -> dict[str, Any]:
     """How a flip's deliveries went, from its notifications (prefetch them): state is
     pending | no_channel | sent | partly_failed | all_failed, with counts and a sentence."""
     notes = list(flip.notifications.all())

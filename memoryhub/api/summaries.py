@@ -10,7 +10,7 @@ Views are thin: parsing and rules live in memoryhub.summaries and memoryhub.life
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import django_filters
 from django.urls import path
@@ -32,6 +32,9 @@ from memoryhub.summaries import (
     validation_dict,
     verify_summary,
 )
+
+if TYPE_CHECKING:
+    from audit.models import SummaryComment
 
 # -- documentation serializers (inputs are parsed by the services) --------------------------------
 
@@ -487,7 +490,7 @@ class CommentSerializer(serializers.Serializer):
     at = serializers.DateTimeField()
 
 
-def _comment(comment: Any) -> dict[str, Any]:
+def _comment(comment: SummaryComment) -> dict[str, Any]:
     return {
         "id": comment.pk,
         "summary_id": comment.summary.summary_id,

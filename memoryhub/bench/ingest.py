@@ -19,7 +19,7 @@ from django.db import connection
 from memoryhub.actors import Actor
 from memoryhub.bench.server import running_server
 from memoryhub.bench.synthetic import synthetic_events
-from memoryhub.models import Workflow
+from memoryhub.models import Tenant, Workflow
 from memoryhub.tenancy import create_tenant, issue_api_key
 from memoryhub.workflows import create_workflow
 
@@ -61,7 +61,7 @@ def _slice_rates(marks: list[tuple[int, float]], slice_size: int) -> list[int]:
 
 
 def search_flatness(
-    tenant: Any, big: Workflow, *, rounds: int = 40, fact: str = "401 Unauthorized", log=print
+    tenant: Tenant, big: Workflow, *, rounds: int = 40, fact: str = "401 Unauthorized", log=print
 ) -> dict[str, Any]:
     """Investigation search (the trigram candidate query) on ``big`` vs a fresh 1k-event workflow,
     interleaved, right after ingest — with whatever GIN pending list the appends left behind."""

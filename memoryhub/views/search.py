@@ -27,7 +27,7 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
-from memoryhub.models import Artifact, ConsumerTrace, Event, Summary, Workflow
+from memoryhub.models import Artifact, ConsumerTrace, Event, Summary, Tenant, Workflow
 from memoryhub.models.workflows import EventKind
 from memoryhub.search import candidate_seqs
 from memoryhub.views.base import page_tenant, page_workflow
@@ -76,7 +76,7 @@ def timeline_url(workflow: Workflow, **params: Any) -> str:
     return f"{base}?{urlencode(clean)}{anchor}" if clean else base
 
 
-def id_hits(tenant: Any, q: str, workflow: Workflow | None) -> list[Hit]:
+def id_hits(tenant: Tenant, q: str, workflow: Workflow | None) -> list[Hit]:
     """Everything whose id is ``q`` (exact hits first), or starts with it."""
     hits: list[Hit] = []
     for wf in (
