@@ -152,7 +152,7 @@ def _content(text: Any, opaque: Any) -> dict[str, Any]:
     extra = sorted(set(opaque) - {"digest", "size_bytes", "media_type"})
     if extra:
         raise _bad("opaque", f"unknown field(s) {extra}")
-    return opaque_content(opaque.get("digest"), opaque.get("size_bytes"), opaque.get("media_type") or "")  # type: ignore[arg-type]
+    return opaque_content(opaque.get("digest"), opaque.get("size_bytes"), opaque.get("media_type") or "")  # type: ignore[arg-type]  # raw input: check_opaque validates the stub
 
 
 def _accept_as_observed(summary: Summary, record: ValidationRecord | None, actor: Actor) -> Summary:

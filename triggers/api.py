@@ -47,7 +47,7 @@ class PolicyOutSerializer(PolicySerializer):
     usable_input_tokens = serializers.IntegerField()
     hard_limit = serializers.IntegerField()
     trigger_tokens = serializers.IntegerField()
-    source = serializers.ChoiceField(choices=["workflow", "tenant", "default"])  # type: ignore[assignment]
+    source = serializers.ChoiceField(choices=["workflow", "tenant", "default"])  # type: ignore[assignment]  # API field name shadows Field.source
     updated_at = serializers.DateTimeField(allow_null=True)
     updated_by = serializers.CharField()
 

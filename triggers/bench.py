@@ -129,7 +129,7 @@ def _langchain_middleware_check(messages: list[Any]) -> Callable[[], Any] | None
     middleware = SummarizationMiddleware(model=FakeListChatModel(responses=["-"]), trigger=("tokens", 10**12))
     state = {"messages": messages}
     middleware.before_model(state, None)  # type: ignore[arg-type]  # assigns message ids once, as a graph would
-    return lambda: middleware.before_model(state, None)  # type: ignore[arg-type]
+    return lambda: middleware.before_model(state, None)  # type: ignore[arg-type]  # as above
 
 
 def _speedup(baseline: dict[str, float] | None, ours: dict[str, float]) -> float | None:

@@ -240,7 +240,7 @@ def workflow_timeline(request: HttpRequest, wf: str) -> HttpResponse:
     more = len(rows) > TIMELINE_ROWS
     rows = rows[:TIMELINE_ROWS]
     for e in rows:
-        e.content_html = highlight(e.content, q)  # type: ignore[attr-defined]
+        e.content_html = highlight(e.content, q)  # type: ignore[attr-defined]  # for the template only
     watermark = (
         workflow.active_summary.covers_to_seq if workflow.active_summary_id and workflow.active_summary else 0
     )
