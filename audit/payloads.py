@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.utils import timezone
 
-from audit.models import Payload, Purge
-from memoryhub.canonical import hash_value
-
-if TYPE_CHECKING:
-    from memoryhub.models import Summary
+from audit.models import AuditEntry, Payload, Purge
+from memoryhub.core.canonical import hash_value
+from memoryhub.models import LifecycleEvent, Summary, ValidationRecord
 
 # Audit data keys that stay in the chained row when their values are ids, numbers, statuses or
 # lists/objects of those. Any other key with text — reasons, details, facts, notes, selectors, and
@@ -149,8 +147,6 @@ def summary_payloads(summaries: list[Summary], before: datetime) -> set[int]:
     """Payloads of the records about ``summaries`` (validation records, lifecycle events, audit
     entries) written before ``before``: text about a summary derived from purged events is derived
     from them too, paraphrase or not, so it goes with them."""
-    from audit.models import AuditEntry
-    from memoryhub.models import LifecycleEvent, ValidationRecord
 
     pks = [s.pk for s in summaries]
     ids = set(ValidationRecord.objects.filter(summary__in=pks).values_list("payload_id", flat=True))
