@@ -98,7 +98,7 @@ class RuleForm(forms.Form):
 
     def __init__(self, *args, tenant: Tenant, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["channels"].choices = [  # type: ignore[attr-defined]
+        self.fields["channels"].choices = [  # type: ignore[attr-defined]  # fields[] is typed as the base Field
             (str(c.pk), f"{c.name} ({c.kind}{', disabled' if c.disabled_at else ''})")
             for c in Channel.objects.filter(tenant=tenant).order_by("name")
         ]
@@ -187,7 +187,7 @@ def index(request: HttpRequest) -> HttpResponse:
         .order_by("-at", "-id")[:20]
     )
     for flip in flips:
-        flip.delivery = delivery_summary(flip)  # type: ignore[attr-defined]
+        flip.delivery = delivery_summary(flip)  # type: ignore[attr-defined]  # for the template only
     return render(
         request,
         "memoryhub/alerts/index.html",
@@ -217,7 +217,7 @@ def rule_detail(request: HttpRequest, pk: int) -> HttpResponse:
         )[:20]
     )
     for flip in flips:
-        flip.delivery = delivery_summary(flip)  # type: ignore[attr-defined]
+        flip.delivery = delivery_summary(flip)  # type: ignore[attr-defined]  # for the template only
     return render(
         request,
         "memoryhub/alerts/rule_detail.html",

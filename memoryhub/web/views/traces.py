@@ -27,7 +27,7 @@ from django.views.decorators.http import require_GET
 from audit.replay import get_trace, replay_bundle
 from memoryhub.core.errors import NotFound
 from memoryhub.memory.events import EVENTS_PER_PAGE
-from memoryhub.models import Artifact, ConsumerTrace
+from memoryhub.models import Artifact, ConsumerTrace, Tenant
 from memoryhub.models.traces import TraceFlag
 from memoryhub.web.views.base import page_tenant
 
@@ -101,7 +101,7 @@ def _time_range(filters: dict[str, Any], field: str) -> Q:
     return q
 
 
-def filtered_traces(tenant: Any, filters: dict[str, Any]) -> QuerySet[ConsumerTrace]:
+def filtered_traces(tenant: Tenant, filters: dict[str, Any]) -> QuerySet[ConsumerTrace]:
     qs = ConsumerTrace.objects.filter(tenant=tenant).filter(_time_range(filters, "at"))
     if filters["agent"]:
         qs = qs.filter(agent=filters["agent"])
@@ -112,7 +112,7 @@ def filtered_traces(tenant: Any, filters: dict[str, Any]) -> QuerySet[ConsumerTr
     return qs.select_related("workflow", "summary").defer("summary__content").order_by("-at", "-id")
 
 
-def filtered_artifacts(tenant: Any, filters: dict[str, Any]) -> QuerySet[Artifact]:
+def filtered_artifacts(tenant: Tenant, filters: dict[str, Any]) -> QuerySet[Artifact]:
     """Artifacts by when they were published; agent and flag match any of the traces that produced them."""
     qs = Artifact.objects.filter(tenant=tenant).filter(_time_range(filters, "at"))
     producers = Q()
@@ -132,7 +132,7 @@ def filtered_artifacts(tenant: Any, filters: dict[str, Any]) -> QuerySet[Artifac
     )
 
 
-def _agents(tenant: Any) -> list[str]:
+def _agents(tenant: Tenant) -> list[str]:
     return list(
         ConsumerTrace.objects.filter(tenant=tenant)
         .values_list("agent", flat=True)
