@@ -348,7 +348,7 @@ def workflow_for_decision(tenant: Tenant, external_id: str) -> Workflow:
     if found is None:
         raise NotFound(f"workflow {external_id!r} not found", code="workflow_not_found")
     workflow, spec, source, newest_status = found
-    workflow._decision_prefetch = {  # type: ignore[attr-defined]
+    workflow._decision_prefetch = {  # type: ignore[attr-defined]  # read back by decision_policy and _last_candidate_failed
         "policy": (spec, source),
         "last_summary_status": newest_status,
     }

@@ -489,7 +489,7 @@ def alert_index(tenant: Tenant) -> AlertIndex:
         .order_by("-at", "-id")[:RECENT_FLIPS]
     )
     for flip in flips:
-        flip.delivery = delivery_summary(flip)  # type: ignore[attr-defined]
+        flip.delivery = delivery_summary(flip)  # type: ignore[attr-defined]  # for the template only
     return AlertIndex(rules, channels, flips)
 
 
@@ -508,7 +508,7 @@ def rule_history(rule: AlertRule, since: datetime) -> RuleHistory:
         )[:RECENT_FLIPS]
     )
     for flip in flips:
-        flip.delivery = delivery_summary(flip)  # type: ignore[attr-defined]
+        flip.delivery = delivery_summary(flip)  # type: ignore[attr-defined]  # for the template only
     return RuleHistory(evaluations[::-1], flips)
 
 

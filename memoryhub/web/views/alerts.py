@@ -91,7 +91,7 @@ class RuleForm(forms.Form):
 
     def __init__(self, *args, tenant: Tenant, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["channels"].choices = [  # type: ignore[attr-defined]
+        self.fields["channels"].choices = [  # type: ignore[attr-defined]  # fields[] is typed as the base Field
             (str(c.pk), f"{c.name} ({c.kind}{', disabled' if c.disabled_at else ''})")
             for c in Channel.objects.filter(tenant=tenant).order_by("name")
         ]
