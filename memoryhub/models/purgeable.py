@@ -35,11 +35,24 @@ class WithPayloadQuerySet(models.QuerySet):
         return qs
 
     def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list:
-        """Rows inserted in bulk get their payloads too (``save()`` is not called for them)."""
+        """Rows inserted in bulk get their payloads too (``save()`` is not called for them), all
+        in one INSERT of their own."""
+        from audit.models import Payload
+        from audit.payloads import payload_digest
+
         objs = list(objs)
+        staged: list[tuple[PurgeablePayloadMixin, Payload]] = []
         for obj in objs:
-            if isinstance(obj, PurgeablePayloadMixin):
-                obj.store_staged_payload()
+            body = obj.take_staged_payload() if isinstance(obj, PurgeablePayloadMixin) else None
+            if body is not None:
+                tenant_id, workflow_id = obj.payload_scope()
+                payload = Payload(
+                    tenant_id=tenant_id, workflow_id=workflow_id, body=body, digest=payload_digest(body)
+                )
+                staged.append((obj, payload))
+        Payload.objects.bulk_create([payload for _, payload in staged])
+        for obj, payload in staged:
+            obj.payload, obj.payload_digest = payload, payload.digest
         return super().bulk_create(objs, *args, **kwargs)
 
 
@@ -69,13 +82,18 @@ class PurgeablePayloadMixin(models.Model):
 
     def store_staged_payload(self) -> None:
         """Write the staged text as this (new) row's payload, before the row itself."""
-        staged = self.__dict__.pop("_payload_staged", None)
-        if staged is not None and self._state.adding and self.payload_id is None:
+        staged = self.take_staged_payload()
+        if staged is not None:
             from audit.payloads import store_payload
 
             tenant_id, workflow_id = self.payload_scope()
             payload = store_payload(tenant_id, workflow_id, staged)
             self.payload, self.payload_digest = payload, payload.digest
+
+    def take_staged_payload(self) -> dict[str, Any] | None:
+        """The staged text a new row still has to write as its payload (taken: written once)."""
+        staged = self.__dict__.pop("_payload_staged", None)
+        return staged if staged is not None and self._state.adding and self.payload_id is None else None
 
     # -- subclasses say where the payload belongs
     def payload_scope(self) -> tuple[int, int | None]:
