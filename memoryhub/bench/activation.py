@@ -7,8 +7,9 @@ worker or a reviewer does. ``verify`` then proves there were no lost updates.
 The cost meter runs this file as a child process (``python -c 'runpy…' activation.py`` with the
 tree to measure first on ``sys.path``), so one bench invocation can drive two trees — an older
 commit unpacked by ``git archive`` and the working tree — through the *same* workload, phases
-alternating, and compare them side by side. That is why memoryhub's modules are looked up by
-name in both package layouts (``_module``), and why only APIs that older trees have are used.
+alternating, and compare them side by side. That is why memoryhub's modules are looked up in
+both package layouts (``_module``: flat, and the sub-packages since), and why only APIs that
+older trees have are used.
 The child reads one JSON command per line on stdin and answers one line on stdout, prefixed by
 ``REPLY`` (anything else a tree prints is ignored).
 """
@@ -32,26 +33,26 @@ from django.db import connection, transaction
 REPLY = "@@bench_activation "
 
 
-def _module(*names: str) -> Any:
-    """The first of ``names`` that this tree has (a module's path in its package layout). Decided
-    by the files, not by trying imports: an editable install may resolve a module this tree lacks
-    from another checkout."""
+def _module(package: str, name: str) -> Any:
+    """memoryhub's module ``name``: ``memoryhub.<package>.<name>`` in this tree, or the flat
+    ``memoryhub.<name>`` of trees from before the sub-packages. Decided by the files, not by trying
+    imports: an editable install may resolve a module this tree lacks from another checkout."""
     import memoryhub
 
-    root = Path(memoryhub.__file__).parent.parent
-    for name in names:
-        path = root.joinpath(*name.split("."))
+    root = Path(memoryhub.__file__).parent
+    for parts in ((package, name), (name,)):
+        path = root.joinpath(*parts)
         if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file():
-            return importlib.import_module(name)
-    raise ModuleNotFoundError(f"none of {names} in {root}")
+            return importlib.import_module(".".join(("memoryhub", *parts)))
+    raise ModuleNotFoundError(f"memoryhub has no module {name!r} in {root}")
 
 
 def lifecycle() -> Any:
-    return _module("memoryhub.memory.lifecycle", "memoryhub.lifecycle")
+    return _module("memory", "lifecycle")
 
 
 def _actors() -> Any:
-    return _module("memoryhub.core.actors", "memoryhub.actors")
+    return _module("core", "actors")
 
 
 def reviewer() -> Any:
@@ -68,10 +69,10 @@ def setup(workflows: int, summaries: int, events: int) -> tuple[list[Any], dict[
     purely the CAS)."""
     from memoryhub.models import Workflow
 
-    events_mod = _module("memoryhub.memory.events", "memoryhub.events")
-    summaries_mod = _module("memoryhub.memory.summaries", "memoryhub.summaries")
-    tenancy = _module("memoryhub.accounts.tenancy", "memoryhub.tenancy")
-    workflows_mod = _module("memoryhub.memory.workflows", "memoryhub.workflows")
+    events_mod = _module("memory", "events")
+    summaries_mod = _module("memory", "summaries")
+    tenancy = _module("accounts", "tenancy")
+    workflows_mod = _module("memory", "workflows")
     actor = _actors().Actor.system("bench_activation")
     stamp = time.strftime("%Y%m%d%H%M%S")
     tenant = tenancy.create_tenant(

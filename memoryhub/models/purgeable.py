@@ -37,6 +37,7 @@ class WithPayloadQuerySet(models.QuerySet):
     def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list:
         """Rows inserted in bulk get their payloads too (``save()`` is not called for them), all
         in one INSERT of their own."""
+        # audit.models imports these models: import at first bulk insert.
         from audit.models import Payload
         from audit.payloads import payload_digest
 
@@ -84,6 +85,7 @@ class PurgeablePayloadMixin(models.Model):
         """Write the staged text as this (new) row's payload, before the row itself."""
         staged = self.take_staged_payload()
         if staged is not None:
+            # audit.payloads imports audit.models, which imports these models: import at first save.
             from audit.payloads import store_payload
 
             tenant_id, workflow_id = self.payload_scope()

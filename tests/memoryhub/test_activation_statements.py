@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from audit.log import record
-from memoryhub import lifecycle
+from memoryhub.memory import lifecycle
 from memoryhub.models import Summary, Tenant, Workflow
 from tests.memoryhub.summary_helpers import REVIEWER, WORKER, activated, build_workflow, validated
 
