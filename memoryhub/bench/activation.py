@@ -24,7 +24,8 @@ import statistics
 import sys
 import time
 from collections import Counter
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -176,26 +177,30 @@ class _Meter:
         return {"workflows": len(self.flows)}
 
     def run(self, attempts: int, seed: int) -> dict[str, Any]:
-        """``attempts`` sequential attempts: time and SQL statements inside the lifecycle calls,
-        per outcome."""
+        """``attempts`` sequential attempts: per outcome, the time, this process's CPU time (the
+        client's share: Python, ORM, driver) and the SQL statements inside the lifecycle calls."""
         rng = random.Random(seed)
-        statements = {"n": 0}
+        probe = {"statements": 0, "cpu": 0.0}
 
         def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-            statements["n"] += 1
+            probe["statements"] += 1
             return execute(sql, params, many, context)
 
-        def around() -> Any:
-            statements["n"] = 0
-            return connection.execute_wrapper(count)
+        @contextmanager
+        def around() -> Iterator[None]:
+            probe["statements"], cpu = 0, time.process_time()
+            with connection.execute_wrapper(count):
+                yield
+            probe["cpu"] = time.process_time() - cpu
 
         out: dict[str, Any] = {}
         for _ in range(attempts):
             result, wf_pk, elapsed = attempt(self.flows, self.pool, rng, self.actor, around)
-            row = out.setdefault(str(result.outcome), {"n": 0, "seconds": 0.0, "statements": 0})
+            row = out.setdefault(str(result.outcome), {"n": 0, "seconds": 0.0, "cpu": 0.0, "statements": 0})
             row["n"] += 1
             row["seconds"] += elapsed
-            row["statements"] += statements["n"]
+            row["cpu"] += probe["cpu"]
+            row["statements"] += probe["statements"]
             if result.applied:
                 self.applied[wf_pk] += 1
             self.stale += str(result.outcome) == "stale"
@@ -303,7 +308,13 @@ def measure_cost(
     for side in sides:
         side.call("setup", workflows=workflows, summaries=summaries, events=events)
     totals: dict[str, dict[str, Any]] = {
-        s.label: {"outcomes": Counter(), "seconds": Counter(), "statements": Counter(), "round_ms": []}
+        s.label: {
+            "outcomes": Counter(),
+            "seconds": Counter(),
+            "cpu": Counter(),
+            "statements": Counter(),
+            "round_ms": [],
+        }
         for s in sides
     }
     floors: list[float] = []
@@ -315,6 +326,7 @@ def measure_cost(
             for outcome, row in out.items():
                 mine["outcomes"][outcome] += row["n"]
                 mine["seconds"][outcome] += row["seconds"]
+                mine["cpu"][outcome] += row["cpu"]
                 mine["statements"][outcome] += row["statements"]
             applied = out.get("applied", {"n": 0, "seconds": 0.0})
             mine["round_ms"].append(1000 * applied["seconds"] / max(1, applied["n"]))
@@ -332,6 +344,7 @@ def measure_cost(
             "applied": applied,
             "outcomes": dict(mine["outcomes"]),
             "ms_per_applied": 1000 * mine["seconds"]["applied"] / max(1, applied),
+            "cpu_ms_per_applied": 1000 * mine["cpu"]["applied"] / max(1, applied),
             "statements_per_applied": mine["statements"]["applied"] / max(1, applied),
             "round_ms": mine["round_ms"],
             **side.call("verify"),

@@ -39,7 +39,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from audit.log import record
-from audit.models import Purge
+from audit.models import Payload, Purge
+from audit.payloads import payload_digest
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Conflict, DomainError, Forbidden, InvalidInput
 from memoryhub.core.opaque import OPAQUE_SCHEMA, OPAQUE_VALIDATOR_VERSION, opaque_checks
@@ -266,6 +267,21 @@ class _LockSQL:
             f"UPDATE {table(sm)} SET {col(sm, 'status')} = %s, {col(sm, 'status_changed_at')} = %s "
             f"WHERE {col(sm, 'id')} = %s"
         )
+        self.inserts: dict[tuple[Any, int], tuple[str, list[Any]]] = {}
+
+    def insert(self, model: Any, rows: int) -> tuple[str, list[Any]]:
+        """(INSERT of ``rows`` rows of ``model`` returning their ids, the fields in column order)."""
+        key = (model, rows)
+        if key not in self.inserts:
+            qn = connection.ops.quote_name
+            fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+            row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+            self.inserts[key] = (
+                f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+                f"VALUES {', '.join([row] * rows)} RETURNING {qn(model._meta.pk.column)}",
+                fields,
+            )
+        return self.inserts[key]
 
 
 _lock_sql: dict[str, _LockSQL] = {}
@@ -276,6 +292,18 @@ def _sql() -> _LockSQL:
     if built is None:
         built = _lock_sql[connection.vendor] = _LockSQL()
     return built
+
+
+def _insert(model: Any, objs: list[Any]) -> None:
+    """INSERT the new rows ``objs`` in one statement and set their ids: what ``bulk_create`` does
+    for these models (no database defaults, no generated fields), from a cached statement."""
+    if not objs:
+        return
+    sql, fields = _sql().insert(model, len(objs))
+    params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for obj in objs for f in fields]
+    for obj, (pk,) in zip(objs, _execute(sql, params), strict=True):
+        obj.pk = pk
+        obj._state.adding, obj._state.db = False, connection.alias
 
 
 def _execute(sql: str, params: list[Any]) -> Any:
@@ -397,9 +425,22 @@ def _entry(
 
 
 def _append(wf: Workflow, actor: Actor, *entries: _Entry) -> list[LifecycleEvent]:
-    """Insert the LifecycleEvents in order (one statement, plus one for their reason payloads), then
-    append an AuditEntry for each (caller is inside the transaction)."""
-    events = LifecycleEvent.objects.bulk_create([entry.event for entry in entries])
+    """Insert the LifecycleEvents in order (one statement, after one for their reason payloads),
+    then append an AuditEntry for each (caller is inside the transaction)."""
+    events = [entry.event for entry in entries]
+    staged: list[tuple[LifecycleEvent, Payload]] = []
+    for event in events:
+        body = event.take_staged_payload()
+        if body is not None:
+            tenant_id, workflow_id = event.payload_scope()
+            payload = Payload(
+                tenant_id=tenant_id, workflow_id=workflow_id, body=body, digest=payload_digest(body)
+            )
+            staged.append((event, payload))
+    _insert(Payload, [payload for _, payload in staged])  # first: the events reference them
+    for event, payload in staged:
+        event.payload, event.payload_digest = payload, payload.digest
+    _insert(LifecycleEvent, events)
     for event, entry in zip(events, entries, strict=True):
         summary = cast(Summary, event.summary)
         record(

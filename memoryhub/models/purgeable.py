@@ -35,25 +35,11 @@ class WithPayloadQuerySet(models.QuerySet):
         return qs
 
     def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list:
-        """Rows inserted in bulk get their payloads too (``save()`` is not called for them), all
-        in one INSERT of their own."""
-        # audit.models imports these models: import at first bulk insert.
-        from audit.models import Payload
-        from audit.payloads import payload_digest
-
+        """Rows inserted in bulk get their payloads too (``save()`` is not called for them)."""
         objs = list(objs)
-        staged: list[tuple[PurgeablePayloadMixin, Payload]] = []
         for obj in objs:
-            body = obj.take_staged_payload() if isinstance(obj, PurgeablePayloadMixin) else None
-            if body is not None:
-                tenant_id, workflow_id = obj.payload_scope()
-                payload = Payload(
-                    tenant_id=tenant_id, workflow_id=workflow_id, body=body, digest=payload_digest(body)
-                )
-                staged.append((obj, payload))
-        Payload.objects.bulk_create([payload for _, payload in staged])
-        for obj, payload in staged:
-            obj.payload, obj.payload_digest = payload, payload.digest
+            if isinstance(obj, PurgeablePayloadMixin):
+                obj.store_staged_payload()
         return super().bulk_create(objs, *args, **kwargs)
 
 

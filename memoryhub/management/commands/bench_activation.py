@@ -367,12 +367,14 @@ class Command(BaseCommand):
                     side.close()
         measured.update(measured_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), debug=settings.DEBUG)
         floor = measured["commit_floor_ms"]
-        self.stdout.write(f"  {'tree':<14} {'ms/applied':>10} {'− floor':>8} {'statements':>10}  rounds (ms)")
+        self.stdout.write(
+            f"  {'tree':<14} {'ms/applied':>10} {'− floor':>8} {'client CPU':>10} {'statements':>10}  rounds (ms)"
+        )
         for label, side in measured["sides"].items():
             rounds = " ".join(f"{x:.1f}" for x in side["round_ms"])
             self.stdout.write(
                 f"  {label:<14} {side['ms_per_applied']:>10.2f} {side['ms_per_applied'] - floor:>8.2f} "
-                f"{side['statements_per_applied']:>10.1f}  {rounds}"
+                f"{side['cpu_ms_per_applied']:>10.2f} {side['statements_per_applied']:>10.1f}  {rounds}"
             )
         self.stdout.write(
             f"  commit floor (one-UPDATE durable transaction, median of rounds): {floor:.2f} ms"
@@ -382,7 +384,8 @@ class Command(BaseCommand):
             base = measured["sides"][against]
             self.stdout.write(
                 f"  {against} ÷ this tree, same run: {base['ms_per_applied'] / head['ms_per_applied']:.2f}× the "
-                f"time, {base['statements_per_applied'] / head['statements_per_applied']:.2f}× the statements"
+                f"time, {base['cpu_ms_per_applied'] / head['cpu_ms_per_applied']:.2f}× the client CPU, "
+                f"{base['statements_per_applied'] / head['statements_per_applied']:.2f}× the statements"
             )
         if baseline:
             saved = json.loads(Path(baseline).read_text())
