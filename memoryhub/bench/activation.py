@@ -24,8 +24,8 @@ import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +109,11 @@ def setup(workflows: int, summaries: int, events: int) -> tuple[list[Any], dict[
 
 
 def attempt(
-    flows: list[Any], pool: dict[int, list[Any]], rng: random.Random, actor: Any, around: Any = nullcontext
+    flows: list[Any],
+    pool: dict[int, list[Any]],
+    rng: random.Random,
+    actor: Any,
+    around: Callable[[], AbstractContextManager[object]] = nullcontext,
 ) -> tuple[Any, int, float]:
     """One client iteration (see the module docstring); ``around`` wraps the timed call alone.
     Returns (result, workflow pk, seconds inside the lifecycle call)."""

@@ -40,6 +40,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,12 @@ from memoryhub.models import Summary, Workflow
 
 
 def _client_loop(
-    c: int, seed: int, seconds: float, flows: list[Workflow], pool: dict[int, list[Summary]], wait: Any
+    c: int,
+    seed: int,
+    seconds: float,
+    flows: list[Workflow],
+    pool: dict[int, list[Summary]],
+    wait: Callable[[], object],
 ) -> dict[str, Any]:
     """One client racing until its deadline; returns outcome counts, applied per workflow,
     latencies and errors (plain data, so a child process can send it back)."""
