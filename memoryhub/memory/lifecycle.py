@@ -31,15 +31,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
-from django.db import transaction
-from django.db.models import F, Q
+from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from audit.log import record
-from audit.models import Purge
+from audit.models import Payload, Purge
+from audit.payloads import payload_digest
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Conflict, DomainError, Forbidden, InvalidInput
 from memoryhub.core.opaque import OPAQUE_SCHEMA, OPAQUE_VALIDATOR_VERSION, opaque_checks
@@ -49,12 +50,14 @@ from memoryhub.memory.sources import source_events
 from memoryhub.memory.validation import ValidationOutcome, WaiverError, apply_waivers, validate_summary
 from memoryhub.memory.workflows import workflow_encoding
 from memoryhub.models import (
+    Event,
     LifecycleAction,
     LifecycleEvent,
     LifecycleResult,
     Role,
     Summary,
     SummaryStatus,
+    Tenant,
     ValidationRecord,
     Workflow,
     role_at_least,
@@ -173,29 +176,201 @@ def _revision(value: Any) -> int:
     return value
 
 
-def _lock(summary: Summary) -> tuple[Workflow, Summary]:
+class _Columns:
+    """A model's concrete columns as ``alias.column, …`` and the converters the ORM applies to them."""
+
+    def __init__(self, model: Any, alias: str) -> None:
+        qn = connection.ops.quote_name
+        fields = list(model._meta.concrete_fields)
+        self.model, self.width = model, len(fields)
+        self.attnames = [f.attname for f in fields]
+        self.pk_index = self.attnames.index(model._meta.pk.attname)
+        self.sql = ", ".join(f"{alias}.{qn(f.column)}" for f in fields)
+        self.converters: list[tuple[int, Any, list[Any]]] = []
+        for index, field in enumerate(fields):
+            col = field.get_col(model._meta.db_table)
+            found = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+            if found:
+                self.converters.append((index, col, found))
+
+    def instance(self, row: Any, start: int = 0) -> Any:
+        """The instance of ``row[start : start + width]``, as a queryset builds it."""
+        values = list(row[start : start + self.width])
+        for index, col, converters in self.converters:
+            for convert in converters:
+                values[index] = convert(values[index], col, connection)
+        return self.model.from_db(connection.alias, self.attnames, values)
+
+
+class _LockSQL:
+    """The statements every lifecycle action runs, built once per database vendor from the models.
+
+    SQL on purpose (like ``triggers.services._DecisionRead``): compiling the equivalent querysets
+    (a join, correlated subqueries, F-expression updates) took the ORM longer than the database
+    took to run them, on every activation.
+    """
+
+    def __init__(self) -> None:
+        qn = connection.ops.quote_name
+
+        def col(model: Any, name: str, alias: str = "") -> str:
+            column = qn(model._meta.get_field(name).column)
+            return f"{alias}.{column}" if alias else column
+
+        def table(model: Any) -> str:
+            return qn(model._meta.db_table)
+
+        wf, sm, le, pol = Workflow, Summary, LifecycleEvent, ContextPolicy
+        self.workflow, self.tenant, self.summary = _Columns(wf, "w"), _Columns(Tenant, "t"), _Columns(sm, "s")
+        # Only the workflow row is locked; its tenant is read along (nothing here changes it).
+        lock = " FOR UPDATE OF w" if connection.features.has_select_for_update_of else ""
+        self.lock = (
+            f"SELECT {self.workflow.sql}, {self.tenant.sql} FROM {table(wf)} w INNER JOIN {table(Tenant)} t "
+            f"ON {col(Tenant, 'id', 't')} = {col(wf, 'tenant', 'w')} WHERE {col(wf, 'id', 'w')} = %s{lock}"
+        )
+        # Each summary row with: the tokens of events through its watermark (``tokens_through``);
+        # whether it is approved (``is_approved``: an applied approve after the last applied
+        # quarantine); and require_approval of the policy that applies (``approval_required``:
+        # the workflow's override, else the tenant default). Parameters: the workflow id (a
+        # constant, so the planner reads one partition of the event table, not all of them),
+        # approve, applied, quarantine, applied, then the two summary ids.
+        s_id, s_wf, p_wf = col(sm, "id", "s"), col(sm, "workflow", "s"), col(pol, "workflow", "p")
+
+        def applied(alias: str) -> str:
+            return (
+                f"FROM {table(le)} {alias} WHERE {col(le, 'summary', alias)} = {s_id} "
+                f"AND {col(le, 'action', alias)} = %s AND {col(le, 'result', alias)} = %s"
+            )
+
+        self.read = (
+            f"SELECT {self.summary.sql}, "
+            f"(SELECT {col(Event, 'cum_tokens', 'e')} FROM {table(Event)} e WHERE {col(Event, 'workflow', 'e')} "
+            f"= %s AND {col(Event, 'seq', 'e')} = {col(sm, 'covers_to_seq', 's')}), "
+            f"EXISTS (SELECT 1 {applied('a')} AND {col(le, 'id', 'a')} > "
+            f"COALESCE((SELECT MAX({col(le, 'id', 'q')}) {applied('q')}), 0)), "
+            f"(SELECT {col(pol, 'require_approval', 'p')} FROM {table(pol)} p "
+            f"WHERE {col(pol, 'tenant', 'p')} = {col(sm, 'tenant', 's')} AND ({p_wf} = {s_wf} OR {p_wf} IS NULL) "
+            f"ORDER BY ({p_wf} IS NULL) LIMIT 1) "
+            f"FROM {table(sm)} s WHERE {s_id} IN (%s, %s)"
+        )
+        revision = col(wf, "active_revision")
+        pointer = (
+            f"UPDATE {table(wf)} SET {col(wf, 'active_summary')} = %s, {revision} = {revision} + 1, "
+            f"{col(wf, 'summary_tokens')} = %s, {col(wf, 'tail_events')} = {col(wf, 'head_seq')} - %s, "
+            f"{col(wf, 'tail_tokens')} = {col(wf, 'total_tokens')} - %s, "
+            f"{col(wf, 'activated_at')} = %s, {col(wf, 'updated_at')} = %s"
+        )
+        compacted = f", {col(wf, 'last_compacted_at')} = %s, {col(wf, 'tokens_at_last_compaction')} = %s"
+        where = f" WHERE {col(wf, 'id')} = %s AND {revision} = %s"
+        self.move = {False: pointer + where, True: pointer + compacted + where}
+        self.status = (
+            f"UPDATE {table(sm)} SET {col(sm, 'status')} = %s, {col(sm, 'status_changed_at')} = %s "
+            f"WHERE {col(sm, 'id')} = %s"
+        )
+        self.inserts: dict[tuple[Any, int], tuple[str, list[Any]]] = {}
+
+    def insert(self, model: Any, rows: int) -> tuple[str, list[Any]]:
+        """(INSERT of ``rows`` rows of ``model`` returning their ids, the fields in column order)."""
+        key = (model, rows)
+        if key not in self.inserts:
+            qn = connection.ops.quote_name
+            fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+            row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+            self.inserts[key] = (
+                f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+                f"VALUES {', '.join([row] * rows)} RETURNING {qn(model._meta.pk.column)}",
+                fields,
+            )
+        return self.inserts[key]
+
+
+_lock_sql: dict[str, _LockSQL] = {}
+
+
+def _sql() -> _LockSQL:
+    built = _lock_sql.get(connection.vendor)
+    if built is None:
+        built = _lock_sql[connection.vendor] = _LockSQL()
+    return built
+
+
+def _insert(model: Any, objs: list[Any]) -> None:
+    """INSERT the new rows ``objs`` in one statement and set their ids: what ``bulk_create`` does
+    for these models (no database defaults, no generated fields), from a cached statement."""
+    if not objs:
+        return
+    sql, fields = _sql().insert(model, len(objs))
+    params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for obj in objs for f in fields]
+    for obj, (pk,) in zip(objs, _execute(sql, params), strict=True):
+        obj.pk = pk
+        obj._state.adding, obj._state.db = False, connection.alias
+
+
+def _execute(sql: str, params: list[Any]) -> Any:
+    """Rows of a SELECT, or the row count of an UPDATE."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall() if cursor.description is not None else cursor.rowcount
+
+
+@dataclass
+class _Locked:
+    """What an action decides on, read under the workflow lock (``_lock``)."""
+
+    wf: Workflow  # its tenant and active summary loaded
+    target: Summary  # the summary acted on, fresh
+    covered_tokens: int  # tokens of events 1..target.covers_to_seq
+    needs_approval: bool  # approval_required(wf)
+    approved: bool  # is_approved(target)
+
+    @property
+    def prior(self) -> Summary | None:
+        """The active summary before this action."""
+        return cast(Summary, self.wf.active_summary) if self.wf.active_summary_id else None
+
+
+def _lock(summary: Summary) -> _Locked:
     """Lock the workflow row, then read everything else fresh (all status changes happen under this lock).
 
-    The lock query joins nothing: on PostgreSQL a ``SELECT … FOR UPDATE`` that waited for another
-    transaction re-checks only the locked row, so a joined active summary would be the version of
-    *before* the wait (a stale status that then trips ``memoryhub_summary_one_active``). The
-    active summary, the tenant and the target are read by later statements, after the lock.
+    Two statements. The lock joins only the tenant: on PostgreSQL a ``SELECT … FOR UPDATE`` that
+    waited for another transaction re-checks only the locked row, so a joined summary would be
+    the version of *before* the wait (a stale status that then trips
+    ``memoryhub_summary_one_active``). The target and the active summary, with what the
+    activation rules ask of them, are read by the second statement, after the lock.
     """
-    wf = Workflow.objects.select_for_update().get(pk=summary.workflow_id)
+    sql = _sql()
+    rows = _execute(sql.lock, [summary.workflow_id])
+    if not rows:
+        raise Workflow.DoesNotExist("Workflow matching query does not exist.")
+    wf = sql.workflow.instance(rows[0])
+    wf.tenant = sql.tenant.instance(rows[0], sql.workflow.width)
+    params = [wf.pk, A.APPROVE, LifecycleResult.APPLIED, A.QUARANTINE, LifecycleResult.APPLIED]
+    found = {
+        row[sql.summary.pk_index]: row
+        for row in _execute(sql.read, [*params, summary.pk, wf.active_summary_id])
+    }
+    if summary.pk not in found:
+        raise Summary.DoesNotExist("Summary matching query does not exist.")
     if wf.active_summary_id:
-        wf.active_summary = Summary.objects.get(pk=wf.active_summary_id)
-    fresh = Summary.objects.get(pk=summary.pk)
-    fresh.workflow = wf
-    return wf, fresh
+        wf.active_summary = sql.summary.instance(found[wf.active_summary_id])
+    target = sql.summary.instance(found[summary.pk])
+    target.workflow = wf
+    covered, approved, needs_approval = found[summary.pk][sql.summary.width :]
+    return _Locked(wf, target, int(covered or 0), bool(needs_approval), bool(approved))
 
 
 def _run(summary: Summary, body: Callable[[Workflow, Summary], T]) -> T:
+    """Run ``body(workflow, summary)`` under the workflow lock (see ``_run_locked``)."""
+    return _run_locked(summary, lambda locked: body(locked.wf, locked.target))
+
+
+def _run_locked(summary: Summary, body: Callable[[_Locked], T]) -> T:
     """Run ``body`` under the workflow lock; a refusal commits its row, then raises."""
     refusal: DomainError | None = None
     with transaction.atomic():
-        wf, fresh = _lock(summary)
+        locked = _lock(summary)
         try:
-            result = body(wf, fresh)
+            result = body(locked)
         except _Refused as refused:
             refusal = refused.error
     if refusal is not None:
@@ -203,7 +378,16 @@ def _run(summary: Summary, body: Callable[[Workflow, Summary], T]) -> T:
     return result
 
 
-def _log(
+@dataclass
+class _Entry:
+    """One LifecycleEvent, not yet written, and what its AuditEntry adds (see ``_append``)."""
+
+    event: LifecycleEvent
+    reason: str
+    data: dict[str, Any]
+
+
+def _entry(
     wf: Workflow,
     summary: Summary,
     action: str,
@@ -218,11 +402,9 @@ def _log(
     prior: Summary | None | bool = True,
     source_revision: int | None = None,
     data: dict[str, Any] | None = None,
-) -> LifecycleEvent:
-    """Append one LifecycleEvent and its AuditEntry (caller is inside the transaction)."""
-
+) -> _Entry:
     prior_id = wf.active_summary_id if prior is True else (prior.pk if isinstance(prior, Summary) else None)
-    event = LifecycleEvent.objects.create(
+    event = LifecycleEvent(
         tenant_id=wf.tenant_id,
         workflow=wf,
         summary=summary,
@@ -233,31 +415,60 @@ def _log(
         actor=str(actor),
         actor_kind=actor.kind,
         task_attempt_id=actor.task_attempt_id,
-        reason=reason,
         expected_revision=expected,
         observed_revision=observed,
         prior_active_summary_id=prior_id,
         source_revision_at_activation=source_revision,
     )
-    record(
-        wf.tenant,
-        actor,
-        f"summary.{action}",
-        summary,
-        {
-            "workflow": wf.external_id,
-            "version": summary.version,
-            "result": result,
-            "from": from_status,
-            "to": to_status,
-            "reason": reason,
-            "expected_revision": expected,
-            "observed_revision": observed,
-            "lifecycle_event": event.pk,
-            **(data or {}),
-        },
-    )
-    return event
+    event.reason = reason  # staged for the event's payload
+    return _Entry(event, reason, data or {})
+
+
+def _append(wf: Workflow, actor: Actor, *entries: _Entry) -> list[LifecycleEvent]:
+    """Insert the LifecycleEvents in order (one statement, after one for their reason payloads),
+    then append an AuditEntry for each (caller is inside the transaction)."""
+    events = [entry.event for entry in entries]
+    staged: list[tuple[LifecycleEvent, Payload]] = []
+    for event in events:
+        body = event.take_staged_payload()
+        if body is not None:
+            tenant_id, workflow_id = event.payload_scope()
+            payload = Payload(
+                tenant_id=tenant_id, workflow_id=workflow_id, body=body, digest=payload_digest(body)
+            )
+            staged.append((event, payload))
+    _insert(Payload, [payload for _, payload in staged])  # first: the events reference them
+    for event, payload in staged:
+        event.payload, event.payload_digest = payload, payload.digest
+    _insert(LifecycleEvent, events)
+    for event, entry in zip(events, entries, strict=True):
+        summary = cast(Summary, event.summary)
+        record(
+            cast(Tenant, wf.tenant),
+            actor,
+            f"summary.{event.action}",
+            summary,
+            {
+                "workflow": wf.external_id,
+                "version": summary.version,
+                "result": event.result,
+                "from": event.from_status,
+                "to": event.to_status,
+                "reason": entry.reason,
+                "expected_revision": event.expected_revision,
+                "observed_revision": event.observed_revision,
+                "lifecycle_event": event.pk,
+                **entry.data,
+            },
+        )
+    return events
+
+
+def _log(
+    wf: Workflow, summary: Summary, action: str, result: str, actor: Actor, **fields: Any
+) -> LifecycleEvent:
+    """Append one LifecycleEvent and its AuditEntry (``_entry`` names the fields)."""
+    return _append(wf, actor, _entry(wf, summary, action, result, actor, **fields))[0]
 
 
 def _refuse(
@@ -314,7 +525,7 @@ def _check_from(
 
 
 def _set_status(summary: Summary, status: str, now) -> None:
-    Summary.objects.filter(pk=summary.pk).update(status=status, status_changed_at=now)
+    _execute(_sql().status, [status, connection.ops.adapt_datetimefield_value(now), summary.pk])
     summary.status, summary.status_changed_at = status, now
 
 
@@ -337,27 +548,28 @@ def _apply(
     )
 
 
-def _move_pointer(wf: Workflow, target: Summary | None, observed: int, now, *, compaction: bool) -> bool:
+def _move_pointer(
+    wf: Workflow, target: Summary | None, observed: int, now, covered_tokens: int, *, compaction: bool
+) -> bool:
     """The compare-and-swap: move the pointer only if active_revision is still ``observed``.
 
     Running totals follow the pointer: summary tokens, and the tail after the new watermark
-    (computed from head/total in SQL, so they stay right even against a concurrent append).
+    (``covered_tokens`` = tokens through it; computed from head/total in SQL, so they stay right
+    even against a concurrent append).
     """
-    watermark = target.covers_to_seq if target else 0
-    covered_tokens = tokens_through(wf, watermark)
-    fields: dict[str, Any] = {
-        "active_summary": target,
-        "active_revision": F("active_revision") + 1,
-        "summary_tokens": target.token_count if target else 0,
-        "tail_events": F("head_seq") - watermark,
-        "tail_tokens": F("total_tokens") - covered_tokens,
-        "activated_at": now if target else None,
-        "updated_at": now,
-    }
+    at = connection.ops.adapt_datetimefield_value(now)
+    params: list[Any] = [
+        target.pk if target else None,
+        target.token_count if target else 0,
+        target.covers_to_seq if target else 0,
+        covered_tokens,
+        at if target else None,
+        at,
+    ]
     if compaction:
         # Trigger hysteresis counts new tokens from here: total − tokens_at_last_compaction = tail.
-        fields.update(last_compacted_at=now, tokens_at_last_compaction=covered_tokens)
-    moved = Workflow.objects.filter(pk=wf.pk, active_revision=observed).update(**fields) == 1
+        params += [at, covered_tokens]
+    moved = _execute(_sql().move[compaction], [*params, wf.pk, observed]) == 1
     if moved:
         wf.active_revision = observed + 1
         wf.active_summary = target
@@ -489,13 +701,15 @@ def approve_and_activate(
     reason = clean_reason(reason, required=True)
     revision = _revision(expected_revision)
 
-    def body(wf: Workflow, s: Summary) -> ActivationResult:
+    def body(locked: _Locked) -> ActivationResult:
+        wf, s = locked.wf, locked.target
         _check_from(wf, s, A.APPROVE, actor, reason=reason)
         _apply(wf, s, A.APPROVE, actor, to_status=None, reason=reason)
         action = A.ROLLBACK if s.status == S.SUPERSEDED else A.ACTIVATE
-        return _swap_locked(wf, s, revision, actor, action=action, reason=reason)
+        # The approve just written is the newest applied event of s (the lock is held): approved.
+        return _swap_locked(replace(locked, approved=True), revision, actor, action=action, reason=reason)
 
-    return _run(summary, body)
+    return _run_locked(summary, body)
 
 
 def waive(summary: Summary, checks: Iterable[str], actor: Actor, reason: str | None) -> Summary:
@@ -607,7 +821,10 @@ def quarantine(summary: Summary, actor: Actor, reason: str) -> Summary:
             return s
         observed = wf.active_revision
         target = _fallback(wf, s)
-        if not _move_pointer(wf, target, observed, now, compaction=False):  # cannot happen under the lock
+        covered = tokens_through(wf, target.covers_to_seq if target else 0)
+        if not _move_pointer(
+            wf, target, observed, now, covered, compaction=False
+        ):  # cannot happen under the lock
             raise RuntimeError("active pointer moved while the workflow was locked")
         marker = None if target else observed  # the pointer-move event carries the revision
         _apply(  # first: at most one ACTIVE row at any instant
@@ -644,17 +861,10 @@ def quarantine(summary: Summary, actor: Actor, reason: str) -> Summary:
 
 
 def _stale(
-    wf: Workflow,
-    s: Summary,
-    action: str,
-    actor: Actor,
-    expected: int,
-    observed: int,
-    *,
-    reason: str,
-    detail: str,
+    locked: _Locked, action: str, actor: Actor, expected: int, observed: int, *, reason: str, detail: str
 ) -> ActivationResult:
     """A lost compare-and-swap: nothing changes but the appended LifecycleEvent(result=stale)."""
+    wf, s = locked.wf, locked.target
     event = _log(
         wf,
         s,
@@ -680,54 +890,159 @@ def _stale(
     )
 
 
+def _swap_refusal(locked: _Locked, action: str, actor: Actor) -> tuple[str, str, dict[str, Any]] | None:
+    """(code, detail, extra) when the state machine or a rule that protects readers refuses the
+    activation of ``locked.target``; None when it may go ahead."""
+    wf, s, prior = locked.wf, locked.target, locked.prior
+    if s.status not in ALLOWED_FROM[action]:
+        allowed = ", ".join(sorted(ALLOWED_FROM[action]))
+        return (
+            "illegal_transition",
+            f"cannot {action} S{s.version}: it is {s.status} (allowed from {allowed})",
+            {},
+        )
+    if action == A.ROLLBACK and actor.kind not in HUMAN_ACTOR_KINDS:
+        return "rollback_requires_reviewer", "a rollback is an explicit human action (user or API key)", {}
+    if s.purged_by_id is not None:
+        return "summary_purged", f"S{s.version} covers purged events and can never be served", {}
+    # A purge bumps the workflow's purge_epoch in its own transaction: only a summary read at an
+    # older epoch can have one since (the common case costs no query).
+    late = (
+        Purge.first_covering(wf, s.source_purge_epoch, s.covers_to_seq)
+        if s.source_purge_epoch is not None and s.source_purge_epoch < wf.purge_epoch
+        else None
+    )
+    if late is not None:
+        return (
+            "purged_since_read",
+            f"S{s.version} was computed before purge {late.purge_id} removed events it covers",
+            {},
+        )
+    if action != A.ROLLBACK and prior is not None and s.covers_to_seq < prior.covers_to_seq:
+        detail = (
+            f"S{s.version} covers up to seq {s.covers_to_seq}, below the active S{prior.version}'s watermark "
+            f"{prior.covers_to_seq}; only a reviewer's rollback may move the watermark back"
+        )
+        return "watermark_regression", detail, {"active_watermark": prior.covers_to_seq}
+    # The same approval rule for activate and rollback (and the quarantine fallback): under
+    # require_approval nothing unapproved becomes ACTIVE, whatever path it takes.
+    if locked.needs_approval and not locked.approved:
+        return (
+            "approval_required",
+            f"the workflow policy requires a reviewer to approve S{s.version} first",
+            {},
+        )
+    return None
+
+
+def _swap_refused(
+    locked: _Locked,
+    action: str,
+    actor: Actor,
+    expected: int,
+    reason: str,
+    refusal: tuple[str, str, dict[str, Any]],
+) -> ActivationResult:
+    """A refused activation: nothing changes but the appended LifecycleEvent(result=refused)."""
+    wf, s = locked.wf, locked.target
+    code, detail, extra = refusal
+    observed = wf.active_revision
+    event = _log(
+        wf,
+        s,
+        action,
+        LifecycleResult.REFUSED,
+        actor,
+        from_status=s.status,
+        to_status=s.status,
+        reason=reason or detail,
+        expected=expected,
+        observed=observed,
+        source_revision=wf.head_seq,
+        data={"code": code},
+    )
+    return ActivationResult(
+        applied=False,
+        active_revision=observed,
+        summary=s,
+        outcome=LifecycleResult.REFUSED,
+        code=code,
+        detail=detail,
+        event=event,
+        extra={"current_status": s.status, "current_revision": observed, **extra},
+    )
+
+
+def _swap_record(
+    locked: _Locked,
+    action: str,
+    actor: Actor,
+    observed: int,
+    reason: str,
+    *,
+    prior: Summary | None,
+    was: tuple[str, str],
+) -> LifecycleEvent:
+    """The applied swap's history: the supersede of ``prior`` (when there was one), then the
+    activation, each a LifecycleEvent with its AuditEntry; ``was`` = (prior's, target's) status
+    before. Returns the activation's event."""
+    wf, s = locked.wf, locked.target
+    entries = []
+    if prior is not None:
+        entries.append(
+            _entry(
+                wf,
+                prior,
+                A.SUPERSEDE,
+                LifecycleResult.APPLIED,
+                actor,
+                from_status=was[0],
+                to_status=prior.status,
+                reason=f"superseded by S{s.version}",
+                prior=prior,
+                data={"by": s.summary_id},
+            )
+        )
+    entries.append(
+        _entry(
+            wf,
+            s,
+            action,
+            LifecycleResult.APPLIED,
+            actor,
+            from_status=was[1],
+            to_status=s.status,
+            reason=reason,
+            expected=observed,
+            observed=observed,
+            prior=prior,
+            source_revision=wf.head_seq,
+            data={"active_revision": wf.active_revision, "superseded": prior.summary_id if prior else None},
+        )
+    )
+    return _append(wf, actor, *entries)[-1]
+
+
 def _swap(
     summary: Summary, expected_revision: int, actor: Actor, *, action: str, reason: str
 ) -> ActivationResult:
     """Shared CAS path of activate and rollback."""
-    return _run(
-        summary, lambda wf, s: _swap_locked(wf, s, expected_revision, actor, action=action, reason=reason)
+    return _run_locked(
+        summary, lambda locked: _swap_locked(locked, expected_revision, actor, action=action, reason=reason)
     )
 
 
 def _swap_locked(
-    wf: Workflow, s: Summary, expected_revision: int, actor: Actor, *, action: str, reason: str
+    locked: _Locked, expected_revision: int, actor: Actor, *, action: str, reason: str
 ) -> ActivationResult:
-    """The compare-and-swap under the workflow lock (activate, rollback, approve-and-activate)."""
-    is_rollback = action == A.ROLLBACK
+    """The compare-and-swap under the workflow lock (activate, rollback, approve-and-activate),
+    read top-down: the CAS key, the rules, the pointer, the statuses, the record."""
+    wf, s, prior = locked.wf, locked.target, locked.prior
     observed = wf.active_revision
-    prior = wf.active_summary if wf.active_summary_id else None
-
-    def refused(code: str, detail: str, **extra: Any) -> ActivationResult:
-        event = _log(
-            wf,
-            s,
-            action,
-            LifecycleResult.REFUSED,
-            actor,
-            from_status=s.status,
-            to_status=s.status,
-            reason=reason or detail,
-            expected=expected_revision,
-            observed=observed,
-            source_revision=wf.head_seq,
-            data={"code": code},
-        )
-        return ActivationResult(
-            applied=False,
-            active_revision=observed,
-            summary=s,
-            outcome=LifecycleResult.REFUSED,
-            code=code,
-            detail=detail,
-            event=event,
-            extra={"current_status": s.status, "current_revision": observed, **extra},
-        )
-
     # 1. The CAS key decides first: a late worker is stale whatever it tried to activate.
     if expected_revision != observed:
         return _stale(
-            wf,
-            s,
+            locked,
             action,
             actor,
             expected_revision,
@@ -737,43 +1052,18 @@ def _swap_locked(
             "landed first; nothing was changed",
         )
     # 2. The state machine and the rules that protect readers.
-    if s.status not in ALLOWED_FROM[action]:
-        allowed = ", ".join(sorted(ALLOWED_FROM[action]))
-        return refused(
-            "illegal_transition",
-            f"cannot {action} S{s.version}: it is {s.status} (allowed from {allowed})",
-        )
-    if is_rollback and actor.kind not in HUMAN_ACTOR_KINDS:
-        return refused(
-            "rollback_requires_reviewer", "a rollback is an explicit human action (user or API key)"
-        )
-    if s.purged_by_id is not None:
-        return refused("summary_purged", f"S{s.version} covers purged events and can never be served")
-    if (late := Purge.first_covering(wf, s.source_purge_epoch, s.covers_to_seq)) is not None:
-        return refused(
-            "purged_since_read",
-            f"S{s.version} was computed before purge {late.purge_id} removed events it covers",
-        )
-    if not is_rollback and prior is not None and s.covers_to_seq < prior.covers_to_seq:
-        return refused(
-            "watermark_regression",
-            f"S{s.version} covers up to seq {s.covers_to_seq}, below the active S{prior.version}'s watermark "
-            f"{prior.covers_to_seq}; only a reviewer's rollback may move the watermark back",
-            active_watermark=prior.covers_to_seq,
-        )
-    # The same approval rule for activate and rollback (and the quarantine fallback): under
-    # require_approval nothing unapproved becomes ACTIVE, whatever path it takes.
-    if approval_required(wf) and not is_approved(s):
-        return refused(
-            "approval_required", f"the workflow policy requires a reviewer to approve S{s.version} first"
-        )
-    # 3. The compare-and-swap itself, then the status changes, in this one transaction.
+    refusal = _swap_refusal(locked, action, actor)
+    if refusal is not None:
+        return _swap_refused(locked, action, actor, expected_revision, reason, refusal)
+    # 3. The pointer (the compare-and-swap itself), then the statuses, in this one transaction.
+    was = (prior.status if prior else "", s.status)
     now = timezone.now()
-    if not _move_pointer(wf, s, expected_revision, now, compaction=not is_rollback):
+    if not _move_pointer(
+        wf, s, expected_revision, now, locked.covered_tokens, compaction=action != A.ROLLBACK
+    ):
         current = _current_revision(wf)  # defensive: the lock makes this unreachable
         return _stale(
-            wf,
-            s,
+            locked,
             action,
             actor,
             expected_revision,
@@ -782,31 +1072,10 @@ def _swap_locked(
             detail="the active revision moved",
         )
     if prior is not None:
-        _apply(  # first: at most one ACTIVE row at any instant
-            wf,
-            prior,
-            A.SUPERSEDE,
-            actor,
-            to_status=S.SUPERSEDED,
-            now=now,
-            reason=f"superseded by S{s.version}",
-            prior=prior,
-            data={"by": s.summary_id},
-        )
-    event = _apply(
-        wf,
-        s,
-        action,
-        actor,
-        to_status=S.ACTIVE,
-        now=now,
-        reason=reason,
-        expected=expected_revision,
-        observed=observed,
-        prior=prior,
-        source_revision=wf.head_seq,
-        data={"active_revision": wf.active_revision, "superseded": prior.summary_id if prior else None},
-    )
+        _set_status(prior, S.SUPERSEDED, now)  # first: at most one ACTIVE row at any instant
+    _set_status(s, S.ACTIVE, now)
+    # 4. The record: LifecycleEvents and AuditEntries of the supersede and the activation.
+    event = _swap_record(locked, action, actor, observed, reason, prior=prior, was=was)
     return ActivationResult(
         applied=True, active_revision=wf.active_revision, summary=s, superseded=prior, event=event
     )

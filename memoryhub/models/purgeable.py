@@ -69,14 +69,19 @@ class PurgeablePayloadMixin(models.Model):
 
     def store_staged_payload(self) -> None:
         """Write the staged text as this (new) row's payload, before the row itself."""
-        staged = self.__dict__.pop("_payload_staged", None)
-        if staged is not None and self._state.adding and self.payload_id is None:
+        staged = self.take_staged_payload()
+        if staged is not None:
             # audit.payloads imports audit.models, which imports these models: import at first save.
             from audit.payloads import store_payload
 
             tenant_id, workflow_id = self.payload_scope()
             payload = store_payload(tenant_id, workflow_id, staged)
             self.payload, self.payload_digest = payload, payload.digest
+
+    def take_staged_payload(self) -> dict[str, Any] | None:
+        """The staged text a new row still has to write as its payload (taken: written once)."""
+        staged = self.__dict__.pop("_payload_staged", None)
+        return staged if staged is not None and self._state.adding and self.payload_id is None else None
 
     # -- subclasses say where the payload belongs
     def payload_scope(self) -> tuple[int, int | None]:
