@@ -221,7 +221,8 @@ class InboxRow:
 
 def inbox_queryset(tenant_id: int):
     """Summaries that wait for a reviewer: awaiting approval, candidates, rejected by failed
-    checks (the latest validation record failed), quarantined. Unpurged only."""
+    checks, quarantined. Unpurged only. "Failed checks" is the latest record's ``passed`` column:
+    ``validation.judged`` sets it False exactly when ``lifecycle.failed_checks`` is not empty."""
     from django.db.models import OuterRef, Q, Subquery
 
     from memoryhub.models import SummaryStatus as S

@@ -396,7 +396,7 @@ def run_validator(summary: Summary, version: str | None = None):
     whose floors rules-6 applies; rules-5 stays available for the history it validated.
     """
     from memoryhub.quality import merged_quality
-    from memoryhub.validation import ValidationOutcome, validate_summary
+    from memoryhub.validation import judged, validate_summary
     from memoryhub.workflows import workflow_encoding
     from triggers.services import policy_for
 
@@ -404,7 +404,7 @@ def run_validator(summary: Summary, version: str | None = None):
     active = wf.active_summary if wf.active_summary_id and wf.active_summary_id != summary.pk else None
     if summary.content_schema == OPAQUE_SCHEMA:
         # Opaque (observed) content: only integrity and coverage can be checked; the rest is unverifiable.
-        checks, reasons = opaque_checks(
+        checks = opaque_checks(
             summary.content.encode("utf-8"),
             summary.content_hash,
             summary.covers_from_seq,
@@ -412,7 +412,7 @@ def run_validator(summary: Summary, version: str | None = None):
             active.covers_to_seq if active else None,
             wf.head_seq,
         )
-        return ValidationOutcome(OPAQUE_VALIDATOR_VERSION, checks, 0.0, not reasons, reasons)
+        return judged(OPAQUE_VALIDATOR_VERSION, checks, 0.0)
     quality = merged_quality(policy_for(wf).quality)
     version = version or quality["validator"]
     return validate_summary(
@@ -908,20 +908,8 @@ class ActionPolicy:
 
 def failed_checks(record: ValidationRecord | None) -> list[str]:
     """Names of the checks that failed and are not waived in ``record`` (the latest one counts:
-    a re-validation starts again without waivers). The one definition of "failed" for pages,
-    the inbox and waivers."""
-    if record is None or not isinstance(record.checks, list):
-        return []
-    waived = set(record.waived_checks or [])
-    return [
-        c["name"]
-        for c in record.checks
-        if isinstance(c, dict)
-        and c.get("name")
-        and not c.get("passed", True)
-        and not c.get("waived")
-        and c["name"] not in waived
-    ]
+    a re-validation starts again without waivers); ``memoryhub.validation.check_state`` decides."""
+    return [] if record is None else record.failed_checks
 
 
 def latest_validation(summary: Summary) -> ValidationRecord | None:

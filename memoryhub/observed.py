@@ -39,7 +39,7 @@ from memoryhub.errors import Conflict, InvalidInput
 from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, Workflow
 from memoryhub.opaque import opaque_content
 from memoryhub.summaries import COMPACTOR_FIELDS, create_summary, max_summary_bytes
-from memoryhub.validation import NON_WAIVABLE
+from memoryhub.validation import waivable
 
 COMPACTOR_EXTRA = frozenset({"settings", "provider"})
 TRIGGER_KINDS = frozenset({"auto", "manual", "threshold", "unknown"})
@@ -161,7 +161,7 @@ def _accept_as_observed(summary: Summary, record: Any, actor: Actor) -> Summary:
     failures, the summary page and alerts show them); the observer waives them, saying so, so
     the active pointer shows what the model actually reads. A broken hash is never waived."""
     failed = lifecycle.failed_checks(record)
-    if not failed or set(failed) & NON_WAIVABLE:
+    if not waivable(failed):
         return summary
     return lifecycle.waive(
         summary,

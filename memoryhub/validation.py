@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +30,7 @@ from memoryhub.compaction.secret_scan import find_secrets
 from memoryhub.compaction.tokens import DEFAULT_ENCODING, count_json_tokens, count_tokens
 from memoryhub.compaction.types import SUMMARY_SCHEMA, SourceEvent
 from memoryhub.facts import is_mandatory
+from memoryhub.opaque import TEXT_CHECKS, unreadable
 from memoryhub.quality import RULES_5, RULES_6, QualitySettings, SourceIndex
 
 # ``validate_summary``'s default when no version is asked for (recorded outcomes reproduce);
@@ -57,9 +58,7 @@ CHECKS_BY_VERSION: dict[str, tuple[str, ...]] = {
     RULES_6: CHECK_NAMES + QUALITY_CHECK_NAMES,
 }
 # Content checks that read the text; none of them can run on an opaque (provider-encrypted) summary.
-CONTENT_CHECKS = frozenset(
-    {"mandatory_facts", "groundedness", "open_issues", "token_budget", "secret_scan", *QUALITY_CHECK_NAMES}
-)
+CONTENT_CHECKS = frozenset(TEXT_CHECKS) | frozenset(QUALITY_CHECK_NAMES)
 # A hash mismatch means the bytes are not what was produced: no reviewer can vouch for them.
 NON_WAIVABLE = frozenset({"integrity"})
 
@@ -190,45 +189,108 @@ def validate_summary(
         checks[-3]["retention"] = numbers["retention"]
         checks[-1]["fabricated"] = numbers["fabricated"]
 
-    readable = _readable(content)
-    add("content_readable", readable, "content is readable text")
-    if readable:
+    unread = unreadable(content)
+    add("content_readable", [unread] if unread else [], "content is readable text")
+    if unread:
         # Opaque content: report only what could be checked, and say the rest is unverifiable.
         checks = [c for c in checks if c["name"] not in CONTENT_CHECKS]
         coverage = 0.0
+    return judged(version, checks, coverage, quality=report.to_dict() if report else None)
 
-    reasons = [f"{c['name']}: {c['detail']}" for c in checks if not c["passed"]]
+
+# -- what a check result says: one rule for the validator, waivers, pages, inbox and API ---------
+
+PASSED, FAILED, WAIVED, UNVERIFIABLE = "passed", "failed", "waived", "unverifiable"
+
+
+def check_state(check: dict[str, Any], waived: Collection[str] = ()) -> str:
+    """passed | failed | waived | unverifiable: what one check of a record says.
+
+    A check that could not run (``passed: None``, ``unverifiable``: opaque content) neither passed
+    nor failed. A failed check is waived when it carries ``waived: true`` or its name is in
+    ``waived`` (the record's ``waived_checks``). Only FAILED checks are reasons, keep a record
+    from passing and can be waived.
+    """
+    passed = check.get("passed")
+    if passed is True:
+        return PASSED
+    if passed is None or check.get("unverifiable"):
+        return UNVERIFIABLE
+    if check.get("waived") or check.get("name") in waived:
+        return WAIVED
+    return FAILED
+
+
+def failed_names(checks: Iterable[Any], waived: Collection[str] = ()) -> list[str]:
+    """Names of the FAILED checks (see ``check_state``), in check order."""
+    return [
+        c["name"]
+        for c in checks
+        if isinstance(c, dict) and c.get("name") and check_state(c, waived) == FAILED
+    ]
+
+
+def waivable(failed: Collection[str]) -> bool:
+    """A waiver of ``failed`` could make the record pass: something failed and none of it is
+    NON_WAIVABLE (a broken hash stays failed whatever else is waived)."""
+    return bool(failed) and not set(failed) & NON_WAIVABLE
+
+
+def judged(
+    version: str,
+    checks: list[dict[str, Any]],
+    mandatory_coverage: float,
+    *,
+    waived: Collection[str] = (),
+    quality: dict[str, Any] | None = None,
+) -> ValidationOutcome:
+    """The outcome of ``checks``: the reasons are exactly the FAILED checks; it passes without any."""
+    reasons = [f"{c['name']}: {c['detail']}" for c in checks if check_state(c, waived) == FAILED]
     return ValidationOutcome(
         validator_version=version,
         checks=checks,
-        mandatory_coverage=coverage,
+        mandatory_coverage=mandatory_coverage,
         passed=not reasons,
         reasons=reasons,
-        quality=report.to_dict() if report else None,
+        waived_checks=sorted(waived),
+        quality=quality,
     )
+
+
+def validation_result(passed: bool, checks: list[dict[str, Any]]) -> str:
+    """passed | failed | unverifiable: what a validation record says, in one word."""
+    if not passed:
+        return FAILED
+    if any(check_state(c) == UNVERIFIABLE for c in checks if isinstance(c, dict)):
+        return UNVERIFIABLE
+    return PASSED
 
 
 def apply_waivers(outcome: ValidationOutcome, waived: Iterable[str]) -> ValidationOutcome:
     """``outcome`` with the named failed checks waived by a reviewer.
 
-    Waived checks keep ``passed: False`` and gain ``waived: True``; the outcome passes when every
-    check passed or was waived. Raises ``WaiverError`` for unknown names, ``integrity``, or a
-    check that did not fail.
+    Waived checks keep ``passed: False`` and gain ``waived: True``; the outcome passes when no
+    check is FAILED any more. Raises ``WaiverError`` for unknown names, ``integrity``, or a
+    check that is not FAILED.
     """
     names = list(dict.fromkeys(waived))
-    failed = {c["name"] for c in outcome.checks if not c["passed"]}
+    states = {c["name"]: check_state(c, outcome.waived_checks) for c in outcome.checks}
     known = CHECKS_BY_VERSION.get(outcome.validator_version, CHECK_NAMES)
     for name in names:
         if name not in known:
             raise WaiverError(f"unknown check {name!r}; checks are: {', '.join(known)}")
         if name in NON_WAIVABLE:
             raise WaiverError(f"check {name!r} cannot be waived")
-        if name not in failed:
+        if states.get(name) == WAIVED:
+            raise WaiverError(f"check {name!r} is already waived")
+        if states.get(name) != FAILED:
             raise WaiverError(f"check {name!r} did not fail; nothing to waive")
-    all_waived = sorted(set(outcome.waived_checks) | set(names))
+    all_waived = set(outcome.waived_checks) | set(names)
     checks = [dict(c, waived=True) if c["name"] in all_waived else dict(c) for c in outcome.checks]
-    reasons = [f"{c['name']}: {c['detail']}" for c in checks if not c["passed"] and not c.get("waived")]
-    return replace(outcome, checks=checks, passed=not reasons, reasons=reasons, waived_checks=all_waived)
+    return replace(
+        judged(outcome.validator_version, checks, outcome.mandatory_coverage, waived=all_waived),
+        quality=outcome.quality,
+    )
 
 
 # -- parsing -------------------------------------------------------------------------------
@@ -494,18 +556,6 @@ def _open_issues(
     if settled:
         problems.append(f"open_items already settled in the sources: {_listed(settled)}")
     return problems
-
-
-def _readable(content: Any) -> list[str]:
-    """An ``opaque`` summary (a framework's encrypted compaction) carries only a digest and a size:
-    nothing in it can be checked against the covered events, so it is unverifiable, never passed."""
-    if not isinstance(content, dict) or content.get("opaque") is not True:
-        return []
-    return [
-        f"unverifiable content: the compaction returned only an encrypted item "
-        f"({content.get('opaque_digest')}, {content.get('opaque_size')} bytes); its text cannot be "
-        "checked against the covered events"
-    ]
 
 
 def _budget(content: Any, content_bytes: bytes, budget: int | None, encoding: str) -> tuple[list[str], str]:

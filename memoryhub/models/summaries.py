@@ -140,9 +140,26 @@ class ValidationRecord(PurgeablePayloadMixin, models.Model):
     @property
     def result(self) -> str:
         """passed | failed | unverifiable (opaque content: no check failed, the text could not be read)."""
-        from memoryhub.opaque import validation_result
+        from memoryhub.validation import validation_result
 
-        return validation_result(self.passed, self.checks or [])
+        return validation_result(self.passed, list(self.check_shapes or []))
+
+    @property
+    def failed_checks(self) -> list[str]:
+        """Checks that failed and are not waived (``memoryhub.validation.check_state``)."""
+        from memoryhub.validation import failed_names
+
+        return failed_names(self.check_shapes or [], self.waived_checks or [])
+
+    def checks_with_state(self) -> list[dict]:
+        """``checks``, each with its ``state``: passed | failed | waived | unverifiable."""
+        from memoryhub.validation import check_state
+
+        return [
+            dict(c, state=check_state(c, self.waived_checks or []))
+            for c in self.checks
+            if isinstance(c, dict)
+        ]
 
     def payload_scope(self) -> tuple[int, int | None]:
         summary = self.summary

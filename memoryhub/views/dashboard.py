@@ -1330,12 +1330,7 @@ def summary_detail(request: HttpRequest, summary_id: str) -> HttpResponse:
     validations = list(summary.validations.order_by("-created_at", "-id"))
     latest = validations[0] if validations else None
     policy = lifecycle_rules.action_policy(summary, workflow, latest=latest)
-    failed = list(policy.failed_checks)
-    checks = [
-        {**c, "waived": bool(c.get("name")) and not c.get("passed") and c.get("name") not in failed}
-        for c in ((latest.checks or []) if latest else [])
-        if isinstance(c, dict)
-    ]
+    checks = latest.checks_with_state() if latest else []
     seqs = sorted(
         {s for f in content.get("facts", []) for s in f.get("source_seqs", []) if isinstance(s, int)}
     )
@@ -1376,7 +1371,7 @@ def summary_detail(request: HttpRequest, summary_id: str) -> HttpResponse:
             "validations": validations,
             "latest_validation": latest,
             "checks": checks,
-            "failed_checks": failed,
+            "failed_checks": list(policy.failed_checks),
             "previous": previous,
             "diff": diff,
             "lifecycle": lifecycle,

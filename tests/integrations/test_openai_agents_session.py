@@ -17,7 +17,8 @@ from memoryhub.client import MemoryHubClient
 from memoryhub.integrations.openai_agents import COMPACTOR_NAME, MemoryHubSession
 from memoryhub.integrations.openai_agents_example import compact_handler, run_example
 from memoryhub.models import Event, Summary, Workflow
-from memoryhub.opaque import OPAQUE_SCHEMA, validation_result
+from memoryhub.opaque import OPAQUE_SCHEMA
+from memoryhub.validation import validation_result
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -15,7 +15,8 @@ from audit.lineage import artifact_lineage
 from memoryhub.demo import scenario
 from memoryhub.demo.integrations import LANGCHAIN_ARTIFACT, LANGCHAIN_WORKFLOW, OPENAI_AGENTS_WORKFLOW
 from memoryhub.models import Artifact, Event, Summary, Workflow
-from memoryhub.opaque import OPAQUE_SCHEMA, validation_result
+from memoryhub.opaque import OPAQUE_SCHEMA
+from memoryhub.validation import validation_result
 
 pytestmark = pytest.mark.django_db
 
