@@ -139,11 +139,6 @@ def policy_for(workflow: Workflow) -> PolicySpec:
     return effective_policy(workflow.tenant_id, workflow)[0]
 
 
-def require_approval_for(workflow: Workflow) -> bool:
-    """Whether activation needs a human approval under the workflow's policy."""
-    return policy_for(workflow).require_approval
-
-
 def policy_payload(spec: PolicySpec, source: str, row: ContextPolicy | None = None) -> dict[str, Any]:
     """API/page shape: the contract's policy fields, derived budgets, where it comes from."""
     data = spec.to_dict()
