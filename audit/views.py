@@ -30,6 +30,7 @@ from audit.lineage import artifact_lineage, get_artifact
 from audit.models import AuditEntry, Investigation
 from audit.replay import get_trace, replay_bundle
 from audit.verify import verify_chain
+from memoryhub import lifecycle
 from memoryhub.actors import Actor
 from memoryhub.errors import DomainError, NotFound
 from memoryhub.models import Role, role_at_least
@@ -311,8 +312,11 @@ def summary_action(request: HttpRequest, summary_id: str, action: str) -> HttpRe
         "next": next_url,
         "failed_checks": review.failed_checks(summary),
         "workflow": summary.workflow,
+        "text_limits": lifecycle.TEXT_LIMITS,
     }
     if request.method == "GET":
+        refused = lifecycle.refusal(summary, action, lifecycle.action_policy(summary))
+        context["not_now"] = refused.detail if refused else ""
         return render(request, "audit/summary_action.html", context)
     form: dict[str, Any] = {
         "reason": request.POST.get("reason", ""),
@@ -324,6 +328,7 @@ def summary_action(request: HttpRequest, summary_id: str, action: str) -> HttpRe
             action,
             summary,
             Actor.from_request(request),
+            role,
             reason=form["reason"],
             expected_revision=form["expected_revision"],
             checks=form["checks"],
@@ -339,14 +344,12 @@ def summary_action(request: HttpRequest, summary_id: str, action: str) -> HttpRe
 @require_POST
 def summary_comment(request: HttpRequest, summary_id: str) -> HttpResponse:
     """Add a comment to a summary's discussion (reviewer or above; audited)."""
-    from memoryhub.lifecycle import ACTION_ROLES
-
     tenant, role = page_tenant(request)
     try:
         summary = review.get_summary(tenant, summary_id)
     except NotFound as exc:
         raise _not_found(exc)
-    _require_role(role, ACTION_ROLES["comment"])
+    _require_role(role, lifecycle.ACTION_ROLES["comment"])
     url = reverse("memoryhub:summary-detail", args=[summary.summary_id])
     try:
         comment = review.add_comment(summary, Actor.from_request(request), request.POST.get("text"))

@@ -289,10 +289,13 @@ def record_observed_compaction(
     outcome = "not_validated"
     if activate and summary.status == SummaryStatus.VALIDATED:
         revision = Workflow.objects.filter(pk=workflow.pk).values_list("active_revision", flat=True).get()
-        result = lifecycle.activate(summary, revision, actor, reason=f"observed compaction {observation_id}")
-        outcome = "activated" if result.applied else str(result.outcome)
-        if result.code and not result.applied and result.outcome != "stale":
-            outcome = f"refused:{result.code}"
+        try:
+            result = lifecycle.activate(
+                summary, revision, actor, reason=f"observed compaction {observation_id}"
+            )
+            outcome = "activated" if result.applied else str(result.outcome)
+        except Conflict as refused:  # recorded, like a stale attempt
+            outcome = f"refused:{refused.code}"
     elif summary.status == SummaryStatus.REJECTED:
         outcome = "rejected"
     elif not activate:

@@ -44,6 +44,7 @@ from memoryhub.models import (
     JobStatus,
     LifecycleEvent,
     LifecycleResult,
+    Role,
     Summary,
     SummaryStatus,
     TraceFlag,
@@ -1252,26 +1253,6 @@ def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
 DIFF_TEMPLATE = "audit/partials/diff.html"
 
 
-def available_actions(summary: Summary, role: str | None, policy: Any) -> list[dict[str, Any]]:
-    """Review buttons for this role, status and policy (``lifecycle.allowed_actions`` decides,
-    through audit.review which adds labels). Each posts a reason (and the revision seen, or the
-    checks waived) to audit's ``memoryhub:summary-action`` view."""
-    from audit.review import available_actions as allowed
-
-    return [
-        {
-            "action": spec.name,
-            "label": spec.label,
-            "help": spec.help,
-            "style": "danger" if spec.danger else "primary",
-            "needs_revision": spec.needs_revision,
-            "needs_checks": spec.needs_checks,
-            "url": reverse("memoryhub:summary-action", args=[summary.summary_id, spec.name]),
-        }
-        for spec in allowed(summary, role, policy=policy)
-    ]
-
-
 def _summary_content(summary: Summary) -> dict[str, Any]:
     if summary.purged_by_id:
         return {}
@@ -1358,7 +1339,7 @@ def summary_detail(request: HttpRequest, summary_id: str) -> HttpResponse:
     traces = list(summary.traces.order_by("-at", "-id")[:RECENT_ROWS])
     trace_total = summary.traces.count()
     diff = _diff(previous, summary)
-    actions = available_actions(summary, role, policy)
+    mine = lifecycle_rules.allowed_actions(summary, role, policy)
     comments = list(summary.comments.order_by("at", "id"))
     return render(
         request,
@@ -1377,12 +1358,17 @@ def summary_detail(request: HttpRequest, summary_id: str) -> HttpResponse:
             "lifecycle": lifecycle,
             "traces": traces,
             "trace_total": trace_total,
-            "actions": actions,
+            # Why there is no button: a viewer may take no action at all; else what only an admin may.
+            "read_only": not any(role_at_least(role, r) for r in lifecycle_rules.ACTION_ROLES.values()),
+            "admin_only": [
+                a for a in lifecycle_rules.allowed_actions(summary, Role.ADMIN, policy) if a not in mine
+            ],
             "policy": policy,
             "status_label": lifecycle_rules.status_label(summary, policy),
             "awaiting_approval": policy.awaiting_approval(summary),
             "comments": comments,
             "can_comment": role_at_least(role, lifecycle_rules.ACTION_ROLES["comment"]),
+            "text_limits": lifecycle_rules.TEXT_LIMITS,
             "diff_template": _diff_template() if diff is not None else None,
             "role": role,
             "events_per_page": EVENTS_PER_PAGE,

@@ -37,8 +37,9 @@ from django.db import connection, connections
 
 from memoryhub import lifecycle
 from memoryhub.actors import Actor
+from memoryhub.errors import Conflict
 from memoryhub.events import append_events, parse_batch
-from memoryhub.models import LifecycleEvent, Summary, SummaryStatus, Workflow
+from memoryhub.models import LifecycleEvent, LifecycleResult, Summary, SummaryStatus, Workflow
 from memoryhub.summaries import create_summary
 from memoryhub.tenancy import create_tenant
 from memoryhub.workflows import create_workflow
@@ -88,21 +89,25 @@ def _attempt(
     rng: random.Random,
     worker: Actor,
     around: Any = nullcontext,
-) -> tuple[Any, int, float]:
-    """One client iteration: read the revision, activate (or roll back to) a random version.
-    ``around`` wraps the timed activation alone (the profiler uses it)."""
+) -> tuple[str, int, float]:
+    """One client iteration: read the revision, activate (or roll back to) a random version;
+    returns (applied | stale | refused, workflow pk, seconds). ``around`` wraps the timed
+    activation alone (the profiler uses it)."""
     wf = rng.choice(flows)
     revision = Workflow.objects.values_list("active_revision", flat=True).get(pk=wf.pk)
     target = rng.choice(pool[wf.pk])
     status = Summary.objects.values_list("status", flat=True).get(pk=target.pk)
     with around():
         t0 = time.perf_counter()
-        if status == SummaryStatus.SUPERSEDED:
-            result = lifecycle.rollback(target, revision, REVIEWER, "bench: roll back")
-        else:
-            result = lifecycle.activate(target, revision, worker)
+        try:
+            if status == SummaryStatus.SUPERSEDED:
+                outcome = lifecycle.rollback(target, revision, REVIEWER, "bench: roll back").outcome
+            else:
+                outcome = lifecycle.activate(target, revision, worker).outcome
+        except Conflict:  # a refusal (recorded) raises
+            outcome = LifecycleResult.REFUSED
         elapsed = time.perf_counter() - t0
-    return result, wf.pk, elapsed
+    return str(outcome), wf.pk, elapsed
 
 
 def _client_loop(
@@ -120,10 +125,10 @@ def _client_loop(
         wait()
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            result, wf_pk, elapsed = _attempt(flows, pool, rng, worker)
+            outcome, wf_pk, elapsed = _attempt(flows, pool, rng, worker)
             local_lat.append(elapsed)
-            local[result.outcome] += 1
-            if result.applied:
+            local[outcome] += 1
+            if outcome == LifecycleResult.APPLIED:
                 local_applied[wf_pk] += 1
     except Exception as exc:  # reported, and fails the run
         errors.append(f"client {c}: {type(exc).__name__}: {exc}")
@@ -210,10 +215,10 @@ def _profile(
                 profiler.disable()
 
     for _ in range(count):
-        result, wf_pk, elapsed = _attempt(flows, pool, rng, worker, around)
+        outcome, wf_pk, elapsed = _attempt(flows, pool, rng, worker, around)
         totals["activation"] += elapsed
-        outcomes[result.outcome] += 1
-        if result.applied:
+        outcomes[outcome] += 1
+        if outcome == LifecycleResult.APPLIED:
             applied[wf_pk] += 1
     out = io.StringIO()
     per = totals["activation"] / count * 1000
