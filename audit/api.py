@@ -16,10 +16,10 @@ from audit.lineage import artifact_lineage, get_artifact
 from audit.models import AuditEntry, Investigation
 from audit.replay import get_trace, replay_bundle
 from audit.verify import verify_chain
-from memoryhub.api.common import TenantAPIView, body_object, int_param
-from memoryhub.api.fields import SafeIsoDateTimeFilter
-from memoryhub.api.serializers import ErrorSerializer
-from memoryhub.errors import InvalidInput
+from memoryhub.core.errors import InvalidInput
+from memoryhub.web.api.common import TenantAPIView, body_object, int_param
+from memoryhub.web.api.fields import SafeIsoDateTimeFilter
+from memoryhub.web.api.serializers import ErrorSerializer
 
 
 class InvestigationSerializer(serializers.ModelSerializer):

@@ -14,7 +14,7 @@ from typing import Any
 from django.urls import reverse
 
 from audit.content import seq_range, summary_unavailable
-from memoryhub.errors import NotFound
+from memoryhub.core.errors import NotFound
 from memoryhub.models import Artifact, CompactionJob, ConsumerTrace, Summary, Tenant
 
 

@@ -13,8 +13,9 @@ from typing import Any
 
 from django.utils import timezone
 
-from audit.models import Payload, Purge
-from memoryhub.canonical import hash_value
+from audit.models import AuditEntry, Payload, Purge
+from memoryhub.core.canonical import hash_value
+from memoryhub.models import LifecycleEvent, ValidationRecord
 
 # Audit data keys that stay in the chained row when their values are ids, numbers, statuses or
 # lists/objects of those. Any other key with text — reasons, details, facts, notes, selectors, and
@@ -145,8 +146,6 @@ def summary_payloads(summaries: list[Any], before: Any) -> set[int]:
     """Payloads of the records about ``summaries`` (validation records, lifecycle events, audit
     entries) written before ``before``: text about a summary derived from purged events is derived
     from them too, paraphrase or not, so it goes with them."""
-    from audit.models import AuditEntry
-    from memoryhub.models import LifecycleEvent, ValidationRecord
 
     pks = [s.pk for s in summaries]
     ids = set(ValidationRecord.objects.filter(summary__in=pks).values_list("payload_id", flat=True))

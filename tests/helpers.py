@@ -8,10 +8,10 @@ from typing import Any
 
 from django.db import connection
 
-from memoryhub.actors import Actor
-from memoryhub.events import append_events, parse_batch
+from memoryhub.core.actors import Actor
+from memoryhub.memory.events import append_events, parse_batch
+from memoryhub.memory.workflows import create_workflow
 from memoryhub.models import Workflow
-from memoryhub.workflows import create_workflow
 
 TEST_ACTOR = Actor.system("tests")
 

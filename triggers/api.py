@@ -14,12 +14,13 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serial
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 
-from memoryhub.api.common import WF, TenantAPIView, body_object, int_param
-from memoryhub.api.serializers import ErrorSerializer
-from memoryhub.errors import InvalidInput
+from memoryhub.core.errors import InvalidInput
 from memoryhub.models import Role, Tenant
-from triggers import services
+from memoryhub.web.api.common import WF, TenantAPIView, body_object, int_param
+from memoryhub.web.api.serializers import ErrorSerializer
+from triggers import policy, services
 from triggers.engine import ACTIONS, MAX_INPUT_COUNT, PolicySpec, export_langchain, export_langmem
+from triggers.figures import simulation_figure
 
 
 class PolicySerializer(serializers.Serializer):
@@ -158,7 +159,7 @@ class _PolicyView(TenantAPIView):
         return self.workflow(wf) if wf is not None else None
 
     def _get(self, wf: str | None = None) -> Response:
-        spec, source, row = services.effective_policy(_tenant(self.request), self.scope(wf))
+        spec, source, row = policy.effective_policy(_tenant(self.request), self.scope(wf))
         return Response(services.policy_payload(spec, source, row))
 
     def _save(self, wf: str | None, *, partial: bool) -> Response:
@@ -171,7 +172,7 @@ class _PolicyView(TenantAPIView):
             partial=partial,
             role=getattr(self.request, "role", None),
         )
-        source = services.SOURCE_WORKFLOW if workflow is not None else services.SOURCE_TENANT
+        source = policy.SOURCE_WORKFLOW if workflow is not None else policy.SOURCE_TENANT
         return Response(services.policy_payload(spec, source, row))
 
     def _delete(self, wf: str | None = None) -> Response:
@@ -179,7 +180,7 @@ class _PolicyView(TenantAPIView):
         services.delete_policy(
             _tenant(self.request), self.actor(), workflow=workflow, role=getattr(self.request, "role", None)
         )
-        spec, source, row = services.effective_policy(_tenant(self.request), workflow)
+        spec, source, row = policy.effective_policy(_tenant(self.request), workflow)
         return Response(services.policy_payload(spec, source, row))
 
 
@@ -232,13 +233,13 @@ class TenantPolicy(_PolicyView):
 class WorkflowPolicyExport(TenantAPIView):
     @extend_schema(parameters=_EXPORT_PARAMS, responses={200: OpenApiTypes.OBJECT, 404: ErrorSerializer})
     def get(self, request, wf: str):
-        return Response(_export(services.policy_for(self.workflow(wf)), request.query_params))
+        return Response(_export(policy.policy_for(self.workflow(wf)), request.query_params))
 
 
 class TenantPolicyExport(TenantAPIView):
     @extend_schema(parameters=_EXPORT_PARAMS, responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
-        spec, _, _ = services.effective_policy(_tenant(request))
+        spec, _, _ = policy.effective_policy(_tenant(request))
         return Response(_export(spec, request.query_params))
 
 
@@ -316,8 +317,6 @@ class WorkflowSimulate(TenantAPIView):
         responses={200: _SIM_OUT, 400: ErrorSerializer, 404: ErrorSerializer},
     )
     def post(self, request, wf: str):
-        from triggers.figures import simulation_figure
-
         result = services.simulate_workflow(self.workflow(wf), body_object(request))
         result["figure"] = simulation_figure(result)
         return Response(result)
@@ -342,8 +341,6 @@ class Simulate(TenantAPIView):
         responses={200: _SIM_OUT, 400: ErrorSerializer},
     )
     def post(self, request):
-        from triggers.figures import simulation_figure
-
         result = services.simulate_steps(_tenant(request), body_object(request))
         result["figure"] = simulation_figure(result)
         return Response(result, status=status.HTTP_200_OK)

@@ -36,14 +36,15 @@ from typing import Any
 
 from django.db import connection
 
-from memoryhub.actors import Actor
+from memoryhub.accounts.tenancy import create_tenant
 from memoryhub.bench.synthetic import synthetic_events
-from memoryhub.events import append_events, parse_batch
-from memoryhub.tenancy import create_tenant
-from memoryhub.tokens import DEFAULT_ENCODING, get_encoding
-from memoryhub.workflows import create_workflow
+from memoryhub.core.actors import Actor
+from memoryhub.core.tokens import DEFAULT_ENCODING, get_encoding
+from memoryhub.memory.events import append_events, parse_batch
+from memoryhub.memory.workflows import create_workflow
 from triggers import services
 from triggers.engine import DecisionInputs, PolicySpec, evaluate
+from triggers.policy import policy_for
 
 DEFAULT_SIZES = (1_000, 10_000, 100_000)
 
@@ -169,7 +170,7 @@ def _measure(tenant, workflow, payload, *, decisions: int, baseline_repeats: int
         return services.evaluate_for(wf, step)[0].action
 
     # A next step that takes the projection just over the safe budget: "compact".
-    spec = services.policy_for(workflow)
+    spec = policy_for(workflow)
     big_step = {"expected_next_step_tokens": spec.safe_budget - workflow.history_tokens + 1}
 
     def logged() -> str:

@@ -8,11 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
-from memoryhub.context import assemble_context
-from memoryhub.summaries import create_summary
-from memoryhub.traces import record_artifact, record_trace
+from memoryhub.context.assembly import assemble_context
+from memoryhub.context.traces import record_artifact, record_trace
+from memoryhub.core.actors import Actor
+from memoryhub.memory import lifecycle
+from memoryhub.memory.summaries import create_summary
 from tests.audit import factories as f
 from tests.helpers import append, event, make_workflow
 

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.models import Purge
-from memoryhub.canonical import canonical_bytes, sha256_hex
+from memoryhub.core.canonical import canonical_bytes, sha256_hex
 from memoryhub.models import (
     Artifact,
     CompactionJob,

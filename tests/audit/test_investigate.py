@@ -6,8 +6,8 @@ import pytest
 
 from audit.investigate import investigate
 from audit.models import AuditEntry, Investigation
-from memoryhub.actors import Actor
-from memoryhub.errors import InvalidInput
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import InvalidInput
 from tests.audit import factories as f
 
 ACTOR = Actor.user("bob")

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
+from memoryhub.core.actors import Actor
+from memoryhub.memory import lifecycle
+from memoryhub.memory.summaries import create_summary
 from memoryhub.models import Summary, Workflow
-from memoryhub.summaries import create_summary
 from tests.helpers import append, event, make_workflow
 
 WORKER = Actor.worker("memoryhub.compaction.run_job", "task-1#1")

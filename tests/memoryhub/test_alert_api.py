@@ -293,7 +293,7 @@ def test_alerts_list_shows_flips_newest_first_and_filters(api, tenant):
         tenant=tenant, name="r", metric="stale_activation_attempts", critical_threshold=0, next_eval_at=T0
     )
     wf = make_workflow(tenant, "wf")
-    from memoryhub.alerting.evaluate import evaluate_due_rules
+    from memoryhub.observe.alerting.evaluate import evaluate_due_rules
 
     with frozen(T0):
         lifecycle(summary(wf, 1), "stale")

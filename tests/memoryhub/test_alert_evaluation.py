@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from memoryhub.alerting import evaluate
-from memoryhub.alerting.evaluate import classify, evaluate_due_rules, evaluate_rule
-from memoryhub.alerting.services import clean_rule
-from memoryhub.alerts_defaults import DEFAULT_RULES
+from memoryhub.accounts.alerts_defaults import DEFAULT_RULES
 from memoryhub.models import AlertEvaluation, AlertEvent, AlertRule
+from memoryhub.observe.alerting import evaluate
+from memoryhub.observe.alerting.evaluate import classify, evaluate_due_rules, evaluate_rule
+from memoryhub.observe.alerting.services import clean_rule
 from tests.helpers import make_workflow
 
 from .alert_helpers import T0, frozen, lifecycle, set_totals, summary
@@ -279,8 +279,8 @@ def test_four_workers_evaluate_each_of_many_due_rules_exactly_once(tenant):
 
 
 def test_changing_what_a_rule_measures_drops_old_samples_from_the_window(tenant):
-    from memoryhub.actors import Actor
-    from memoryhub.alerting.services import update_rule
+    from memoryhub.core.actors import Actor
+    from memoryhub.observe.alerting.services import update_rule
 
     set_totals(make_workflow(tenant, "big-1"), tail_tokens=20_000)
     set_totals(make_workflow(tenant, "small-1"), tail_tokens=100)

@@ -12,8 +12,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memoryhub.alerting.evaluate import evaluate_due_rules
 from memoryhub.models import AlertRule, Channel
+from memoryhub.observe.alerting.evaluate import evaluate_due_rules
 from tests.helpers import make_workflow
 
 from .alert_helpers import T0, frozen, lifecycle, summary

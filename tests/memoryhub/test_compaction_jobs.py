@@ -11,10 +11,9 @@ import pytest
 from django.db import connection
 
 from audit.models import AuditEntry
-from memoryhub.actors import Actor
 from memoryhub.celery import app
-from memoryhub.compaction import jobs
 from memoryhub.compaction.samples import payments_workflow
+from memoryhub.core.actors import Actor
 from memoryhub.models import (
     CompactionJob,
     JobStatus,
@@ -23,6 +22,7 @@ from memoryhub.models import (
     SummaryStatus,
     Workflow,
 )
+from memoryhub.pipeline import jobs
 from tests.helpers import append, make_workflow
 from tests.memoryhub.llm_endpoint import fake_llm
 from triggers.models import ContextPolicy

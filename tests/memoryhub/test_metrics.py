@@ -10,9 +10,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
-from memoryhub import metrics
-from memoryhub.metrics import METRICS, compute, rollup, rollup_all, series, snapshot
 from memoryhub.models import MetricSample
+from memoryhub.observe import metrics
+from memoryhub.observe.metrics import METRICS, compute, rollup, rollup_all, series, snapshot
 from tests.helpers import make_workflow
 
 from .alert_helpers import (
@@ -389,7 +389,7 @@ def test_prometheus_refuses_missing_or_wrong_tokens(client, tenant, header):
 
 
 def test_prometheus_label_escaping():
-    from memoryhub.alerting.prometheus import escape_label, format_value
+    from memoryhub.observe.alerting.prometheus import escape_label, format_value
 
     assert escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
     assert format_value(3.0) == "3"

@@ -1,5 +1,5 @@
 """One rule, one place: ``lifecycle.allowed_actions`` decides who may press which review button,
-and ``validation.check_state`` decides which checks failed or were waived. Every consumer is
+and ``core.checks.check_state`` decides which checks failed or were waived. Every consumer is
 compared with the rule over a table of cases: the API's accept/refuse answers, the review form's,
 the summary page's buttons and the template tag (status × role × approval setting); the
 validator's verdict, waivers, the summary and lineage pages, the inbox and the waive button
@@ -18,19 +18,10 @@ from django.template import Context, Template
 
 from audit.lineage import validation_records
 from audit.review import review_inbox
-from memoryhub import lifecycle
+from memoryhub.core.checks import FAILED, PASSED, UNVERIFIABLE, WAIVED, check_state, waivable
+from memoryhub.memory import lifecycle
+from memoryhub.memory.validation import WaiverError, apply_waivers, judged
 from memoryhub.models import LifecycleEvent, Summary, SummaryStatus, Workflow, role_at_least
-from memoryhub.validation import (
-    FAILED,
-    PASSED,
-    UNVERIFIABLE,
-    WAIVED,
-    WaiverError,
-    apply_waivers,
-    check_state,
-    judged,
-    waivable,
-)
 from tests.memoryhub.summary_helpers import (
     REVIEWER,
     WORKER,

@@ -17,12 +17,13 @@ import pytest
 import time_machine
 from django.utils import timezone
 
-from memoryhub import figures, lifecycle
-from memoryhub.actors import Actor
+from memoryhub.context.traces import record_artifact, record_trace
+from memoryhub.core.actors import Actor
+from memoryhub.memory import lifecycle
+from memoryhub.memory.summaries import create_summary
 from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, Workflow
-from memoryhub.summaries import create_summary
-from memoryhub.traces import record_artifact, record_trace
-from memoryhub.views import dashboard
+from memoryhub.observe import figures
+from memoryhub.web.views import dashboard
 from tests.helpers import append, event, make_workflow
 from triggers.services import decide
 

@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memoryhub import lifecycle
-from memoryhub.traces import record_artifact, record_trace
+from memoryhub.context.traces import record_artifact, record_trace
+from memoryhub.memory import lifecycle
 from tests.helpers import append, event, make_workflow
 from tests.memoryhub.test_pages import WORKER, add_events, build_story, summarize
 from triggers.services import decide

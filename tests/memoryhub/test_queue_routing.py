@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 import pytest
 
-from memoryhub.actors import Actor
-from memoryhub.alerting.services import create_channel, create_rule
 from memoryhub.celery import app
-from memoryhub.compaction import jobs
+from memoryhub.core.actors import Actor
 from memoryhub.models import AlertEvent, CompactionJob, JobStatus, Notification
+from memoryhub.observe.alerting.services import create_channel, create_rule
+from memoryhub.pipeline import jobs
 from memoryhub.schedules import BEAT_SCHEDULE
 
 from .alert_helpers import Receiver
@@ -59,8 +59,8 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_an_alert_fires_and_delivers_while_compactions_back_up(tenant, settings, tmp_path):
-    from memoryhub.alerting import tasks
-    from memoryhub.compaction.worker import running_worker
+    from memoryhub.observe.alerting import tasks
+    from memoryhub.pipeline.worker import running_worker
 
     receiver = Receiver().start()
     with fake_llm() as llm:

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from memoryhub.alerting.deliver import MAX_ATTEMPTS, deliver_pending
-from memoryhub.alerting.evaluate import evaluate_rule
 from memoryhub.models import AlertRule, Channel
+from memoryhub.observe.alerting.deliver import MAX_ATTEMPTS, deliver_pending
+from memoryhub.observe.alerting.evaluate import evaluate_rule
 from memoryhub.templatetags.numbers import format_duration, format_metric, format_number, format_percent
 from tests.memoryhub.summary_helpers import activated, build_workflow, validated
 from triggers.models import ContextPolicy

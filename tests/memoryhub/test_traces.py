@@ -7,8 +7,8 @@ import json
 import pytest
 
 from audit.models import AuditEntry
-from memoryhub import lifecycle
-from memoryhub.canonical import hash_value
+from memoryhub.core.canonical import hash_value
+from memoryhub.memory import lifecycle
 from memoryhub.models import Artifact, ConsumerTrace
 from tests.helpers import append, event, make_workflow
 from tests.memoryhub.summary_helpers import REVIEWER, activated, add_events, build_workflow, candidate

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import pytest
 
 from audit.models import AuditEntry
-from memoryhub.actors import Actor
+from memoryhub.core.actors import Actor
 from tests.helpers import append, event, make_workflow
 from triggers import services
 from triggers.engine import STRATEGY_NAMES, STRATEGY_SCHEMA, PolicySpec

@@ -35,14 +35,14 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, connections
 
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
-from memoryhub.errors import Conflict
-from memoryhub.events import append_events, parse_batch
+from memoryhub.accounts.tenancy import create_tenant
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import Conflict
+from memoryhub.memory import lifecycle
+from memoryhub.memory.events import append_events, parse_batch
+from memoryhub.memory.summaries import create_summary
+from memoryhub.memory.workflows import create_workflow
 from memoryhub.models import LifecycleEvent, LifecycleResult, Summary, SummaryStatus, Workflow
-from memoryhub.summaries import create_summary
-from memoryhub.tenancy import create_tenant
-from memoryhub.workflows import create_workflow
 
 SETUP_ACTOR = Actor.system("bench_activation")
 
