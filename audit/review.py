@@ -1,11 +1,12 @@
 """Review actions from the dashboard (validate, approve, activate, quarantine, reject, waive, release,
 rollback) and comments on a summary.
 
-A thin adapter over ``memoryhub.memory.lifecycle``: it reads the form (a reason is required but to
-validate, activate/rollback/approve-and-activate carry the revision the reviewer saw, a waiver
-names checks) and calls the lifecycle service, which appends the LifecycleEvent and the AuditEntry in
-one transaction. Who may press which button is ``lifecycle.allowed_actions`` (the API asks the
-same rule); this module only adds labels and help texts.
+A thin adapter over ``memoryhub.memory.lifecycle``: it reads the form (a reason, except to
+validate; the revision the reviewer saw for activate/rollback/approve-and-activate; the checks a
+waiver names), asks ``lifecycle.check_allowed`` and calls the lifecycle service, which appends the
+LifecycleEvent and the AuditEntry in one transaction. Who may press which button is
+``lifecycle.allowed_actions`` (the API asks the same rule); this module only adds labels and
+help texts.
 """
 
 from __future__ import annotations

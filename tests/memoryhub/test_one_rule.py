@@ -19,6 +19,7 @@ from django.template import Context, Template
 from audit.lineage import validation_records
 from audit.review import review_inbox
 from memoryhub.core.checks import FAILED, PASSED, UNVERIFIABLE, WAIVED, check_state, waivable
+from memoryhub.core.errors import Conflict
 from memoryhub.memory import lifecycle
 from memoryhub.memory.validation import WaiverError, apply_waivers, judged
 from memoryhub.models import LifecycleEvent, Summary, SummaryStatus, Workflow, role_at_least
@@ -320,3 +321,20 @@ def test_every_consumer_agrees_on_failed_and_waived_checks(tenant, bob, case):
     assert detail["result"] == verdict and detail["passed"] is (not failed)
     in_inbox = {row.summary.pk: row.why for row in review_inbox(tenant.pk)}
     assert (in_inbox.get(summary.pk) == "failed_checks") == bool(failed)
+
+
+def test_refusals_raise_and_a_stale_compare_and_swap_is_returned(tenant):
+    """The refusal style: a refused activation raises (its row committed first), a stale one is an
+    outcome; approve-and-activate whose activation is refused says the approval stands."""
+    scene = _scene(tenant, "required")
+    below = scene["VALIDATED below the watermark"]
+    revision = Workflow.objects.get(pk=below.workflow_id).active_revision
+    stale = lifecycle.activate(scene["VALIDATED"], revision - 1, WORKER)
+    assert stale.outcome == "stale" and not stale.applied
+    with pytest.raises(Conflict) as refused:
+        lifecycle.approve_and_activate(below, revision, REVIEWER, "read it")  # the service, no gate
+    assert refused.value.code == "watermark_regression" and refused.value.extra["approved"] is True
+    assert "is approved, but was not activated" in refused.value.detail
+    assert lifecycle.is_approved(below)
+    rows = list(LifecycleEvent.objects.filter(summary=below).order_by("id").values_list("action", "result"))
+    assert rows[-2:] == [("approve", "applied"), ("activate", "refused")]
