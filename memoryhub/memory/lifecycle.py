@@ -975,6 +975,11 @@ def action_policy(
             Summary.objects.filter(pk=wf.active_summary_id).values_list("covers_to_seq", flat=True).first()
         )
     record = latest_validation(summary) if latest is _UNSET else latest
+    # Only a version that may still be served can have been read before a purge that matters.
+    servable = summary.status in (S.VALIDATED, S.SUPERSEDED) and summary.purged_by_id is None
+    purged_since = (
+        servable and Purge.first_covering(wf, summary.source_purge_epoch, summary.covers_to_seq) is not None
+    )
     return ActionPolicy(
         approval_required=approval_required(wf),
         approved=is_approved(summary),
@@ -982,7 +987,7 @@ def action_policy(
         active_watermark=active,
         active_revision=wf.active_revision,
         failed_checks=tuple(failed_checks(record)),
-        purged_since=Purge.first_covering(wf, summary.source_purge_epoch, summary.covers_to_seq) is not None,
+        purged_since=purged_since,
     )
 
 
