@@ -9,6 +9,7 @@ behind the artifact, never with the number of events.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.urls import reverse
@@ -37,7 +38,7 @@ def producing_traces(artifact: Artifact) -> list[ConsumerTrace]:
     )
 
 
-def _iso(value: Any) -> str | None:
+def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 

@@ -130,7 +130,7 @@ def event_range(request: HttpRequest, wf: str, from_seq: int, to_seq: int) -> Ht
     )
     paginator = Paginator(events, RANGE_PER_PAGE)
     # Seqs are gapless: the count is arithmetic, not a COUNT(*) over a possibly million-event range.
-    paginator.count = max(0, min(to_seq, workflow.head_seq) - from_seq + 1)  # type: ignore[misc]
+    paginator.count = max(0, min(to_seq, workflow.head_seq) - from_seq + 1)
     page = paginator.get_page(request.GET.get("page"))
     q = request.GET.get("q", "").strip()
     rows = []

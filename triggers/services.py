@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Field, QuerySet
+from django.db.models import Field, QuerySet
 from django.utils import timezone
 
 from audit.log import record
@@ -348,7 +348,7 @@ def workflow_for_decision(tenant: Tenant, external_id: str) -> Workflow:
     if found is None:
         raise NotFound(f"workflow {external_id!r} not found", code="workflow_not_found")
     workflow, spec, source, newest_status = found
-    workflow._decision_prefetch = {  # type: ignore[attr-defined]
+    workflow._decision_prefetch = {  # type: ignore[attr-defined]  # read back by decision_policy and _last_candidate_failed
         "policy": (spec, source),
         "last_summary_status": newest_status,
     }
@@ -588,25 +588,6 @@ def decision_payload(row: TriggerDecision) -> dict[str, Any]:
 def decisions_for(workflow: Workflow) -> QuerySet[TriggerDecision]:
     """A workflow's decision log, newest first (index triggers_decision_wf_at)."""
     return TriggerDecision.objects.filter(workflow=workflow).order_by("-at", "-id")
-
-
-# Metrics read the log through these (the seed's "overflow incidents" and "fallback retrieval calls").
-
-
-def overflow_incidents(
-    tenant: Tenant, since: datetime, until: datetime | None = None
-) -> QuerySet[TriggerDecision]:
-    """Decisions whose projected context exceeded the hard limit."""
-    qs = TriggerDecision.objects.filter(tenant=tenant, at__gte=since, projected_tokens__gt=F("hard_limit"))
-    return qs.filter(at__lt=until) if until else qs
-
-
-def fallback_retrievals(
-    tenant: Tenant, since: datetime, until: datetime | None = None
-) -> QuerySet[TriggerDecision]:
-    """Decisions that answered retrieve_or_block (targeted retrieval or an explicit stop)."""
-    qs = TriggerDecision.objects.filter(tenant=tenant, action=ACTION_RETRIEVE_OR_BLOCK, at__gte=since)
-    return qs.filter(at__lt=until) if until else qs
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Default alert rules installed on every new tenant (the seeds' "explicit alerts").
+"""Default alert rules installed on every new tenant (explicit alerts for the failures the metrics exist to catch).
 
 create_tenant() calls install_default_rules(). The rules have no channels: flips are recorded and
 shown on /alerts/ until an admin attaches a channel.

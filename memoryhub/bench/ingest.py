@@ -23,7 +23,7 @@ from memoryhub.core.actors import Actor
 from memoryhub.memory.events import append_events, parse_batch
 from memoryhub.memory.search import candidate_seqs
 from memoryhub.memory.workflows import create_workflow
-from memoryhub.models import Workflow
+from memoryhub.models import Tenant, Workflow
 
 COPY_COLUMNS = [
     "workflow_id",
@@ -63,7 +63,7 @@ def _slice_rates(marks: list[tuple[int, float]], slice_size: int) -> list[int]:
 
 
 def search_flatness(
-    tenant: Any, big: Workflow, *, rounds: int = 40, fact: str = "401 Unauthorized", log=print
+    tenant: Tenant, big: Workflow, *, rounds: int = 40, fact: str = "401 Unauthorized", log=print
 ) -> dict[str, Any]:
     """Investigation search (the trigram candidate query) on ``big`` vs a fresh 1k-event workflow,
     interleaved, right after ingest — with whatever GIN pending list the appends left behind."""

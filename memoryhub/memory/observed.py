@@ -39,7 +39,7 @@ from memoryhub.core.errors import Conflict, InvalidInput
 from memoryhub.core.opaque import opaque_content
 from memoryhub.memory import lifecycle
 from memoryhub.memory.summaries import COMPACTOR_FIELDS, create_summary, max_summary_bytes
-from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, Workflow
+from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, ValidationRecord, Workflow
 
 COMPACTOR_EXTRA = frozenset({"settings", "provider"})
 TRIGGER_KINDS = frozenset({"auto", "manual", "threshold", "unknown"})
@@ -152,10 +152,10 @@ def _content(text: Any, opaque: Any) -> dict[str, Any]:
     extra = sorted(set(opaque) - {"digest", "size_bytes", "media_type"})
     if extra:
         raise _bad("opaque", f"unknown field(s) {extra}")
-    return opaque_content(opaque.get("digest"), opaque.get("size_bytes"), opaque.get("media_type") or "")  # type: ignore[arg-type]
+    return opaque_content(opaque.get("digest"), opaque.get("size_bytes"), opaque.get("media_type") or "")  # type: ignore[arg-type]  # raw input: check_opaque validates the stub
 
 
-def _accept_as_observed(summary: Summary, record: Any, actor: Actor) -> Summary:
+def _accept_as_observed(summary: Summary, record: ValidationRecord | None, actor: Actor) -> Summary:
     """The framework already replaced its history with this summary: MemoryHub cannot refuse
     what happened, only judge it. The failed checks stay on the record (they count as validation
     failures, the summary page and alerts show them); the observer waives them, saying so, so

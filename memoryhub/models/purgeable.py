@@ -43,7 +43,7 @@ class WithPayloadQuerySet(models.QuerySet):
         return super().bulk_create(objs, *args, **kwargs)
 
 
-class WithPayloadManager(models.Manager.from_queryset(WithPayloadQuerySet)):  # type: ignore[misc]
+class WithPayloadManager(models.Manager.from_queryset(WithPayloadQuerySet)):  # type: ignore[misc]  # a dynamic base class
     """Rows come with their payload (and its purge): reading their text costs no extra query."""
 
     def get_queryset(self) -> models.QuerySet:

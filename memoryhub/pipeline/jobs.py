@@ -537,8 +537,8 @@ def _compact_and_store(claim: _Claim, actor: Actor) -> Summary | str:
         mine = next((a for a in locked.attempts if a.get("attempt_id") == claim.attempt_id), None)
         if locked.status != JobStatus.RUNNING or mine is None or mine.get("outcome") != RUNNING:
             raise _AttemptSuperseded(claim.attempt_id)
-        if locked.summary_id is not None:  # written by an attempt that died before finishing
-            return locked.summary  # type: ignore[return-value]
+        if locked.summary is not None:  # written by an attempt that died before finishing
+            return locked.summary
         try:
             # Re-checks the purge epoch under the workflow lock a purge takes too (same transaction).
             summary = create_summary(

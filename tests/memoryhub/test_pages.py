@@ -15,6 +15,8 @@ from urllib.parse import parse_qs, urlsplit
 import plotly.graph_objects as go
 import pytest
 import time_machine
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from memoryhub.context.traces import record_artifact, record_trace
@@ -22,8 +24,7 @@ from memoryhub.core.actors import Actor
 from memoryhub.memory import lifecycle
 from memoryhub.memory.summaries import create_summary
 from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, Workflow
-from memoryhub.observe import figures
-from memoryhub.web.views import dashboard
+from memoryhub.observe import detail, figures, reports
 from tests.helpers import append, event, make_workflow
 from triggers.services import decide
 
@@ -250,7 +251,7 @@ def test_overview_empty_state(alice):
 
 def test_overview_window_buckets_are_aligned_and_cover_the_span():
     now = timezone.now()
-    for window in dashboard.WINDOWS.values():
+    for window in reports.WINDOWS.values():
         starts = window.starts(now)
         assert starts[-1] <= now < starts[-1] + window.bucket
         assert starts[0] <= now - window.span + window.bucket
@@ -320,9 +321,6 @@ def test_workflow_list_keyset_pages_cover_everything_once(alice, tenant, sort):
 
 
 def test_workflow_list_pages_never_use_offset(alice, tenant, django_assert_max_num_queries):
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
     for i in range(30):
         make_workflow(tenant, f"wf-{i:02d}")
     first = alice.web.get("/workflows/").content.decode()
@@ -389,7 +387,7 @@ def test_history_curve_samples_long_histories(alice, tenant, django_assert_max_n
         append(wf, [event(i) for i in range(lo, lo + 500)])
     fig = figures_in(alice.web.get("/workflows/long/").content.decode())["history"]
     history = next(t for t in fig["data"] if t["name"].startswith("history"))
-    assert len(history["x"]) <= dashboard.CURVE_POINTS + 2
+    assert len(history["x"]) <= detail.CURVE_POINTS + 2
     assert history["x"][-1] == 3000 and history["y"][-1] == Workflow.objects.get(pk=wf.pk).total_tokens
     assert "every 13 events" in fig["layout"]["title"]["text"]
 

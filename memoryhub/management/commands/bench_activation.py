@@ -28,7 +28,8 @@ import statistics
 import threading
 import time
 from collections import Counter
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from django.conf import settings
@@ -88,7 +89,7 @@ def _attempt(
     pool: dict[int, list[Summary]],
     rng: random.Random,
     worker: Actor,
-    around: Any = nullcontext,
+    around: Callable[[], AbstractContextManager[object]] = nullcontext,
 ) -> tuple[str, int, float]:
     """One client iteration: read the revision, activate (or roll back to) a random version;
     returns (applied | stale | refused, workflow pk, seconds). ``around`` wraps the timed
@@ -111,7 +112,12 @@ def _attempt(
 
 
 def _client_loop(
-    c: int, seed: int, seconds: float, flows: list[Workflow], pool: dict[int, list[Summary]], wait: Any
+    c: int,
+    seed: int,
+    seconds: float,
+    flows: list[Workflow],
+    pool: dict[int, list[Summary]],
+    wait: Callable[[], object],
 ) -> dict[str, Any]:
     """One client racing until its deadline; returns outcome counts, applied per workflow,
     latencies and errors (plain data, so a child process can send it back)."""

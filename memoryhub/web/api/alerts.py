@@ -301,7 +301,7 @@ class RuleListCreate(generics.ListAPIView, TenantAPIView):
         if getattr(self, "swagger_fake_view", False):  # schema generation has no tenant
             return AlertRule.objects.none()
         # Tenant-scoped list: another tenant's rules never appear.
-        return _rules(self.request.tenant).order_by("name", "pk")
+        return _rules(self.tenant).order_by("name", "pk")
 
     @extend_schema(request=RuleInputSerializer, responses={201: RuleSerializer, 400: ErrorSerializer})
     def post(self, request):
@@ -404,7 +404,7 @@ class ChannelListCreate(generics.ListAPIView, TenantAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Channel.objects.none()
-        return Channel.objects.filter(tenant=self.request.tenant).order_by("name", "pk")
+        return Channel.objects.filter(tenant=self.tenant).order_by("name", "pk")
 
     @extend_schema(request=ChannelInputSerializer, responses={201: ChannelSerializer, 400: ErrorSerializer})
     def post(self, request):
@@ -504,11 +504,7 @@ class AlertList(generics.ListAPIView, TenantAPIView):
         if getattr(self, "swagger_fake_view", False):
             return AlertEvent.objects.none()
         # Served by memoryhub_flip_tenant_at (tenant, -at).
-        return (
-            AlertEvent.objects.filter(tenant=self.request.tenant)
-            .select_related("rule")
-            .order_by("-at", "-id")
-        )
+        return AlertEvent.objects.filter(tenant=self.tenant).select_related("rule").order_by("-at", "-id")
 
 
 class MetricsView(TenantAPIView):

@@ -18,6 +18,7 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 
+from audit.models import SummaryComment
 from audit.review import add_comment
 from memoryhub.core.errors import InvalidInput
 from memoryhub.memory import lifecycle
@@ -331,7 +332,7 @@ class _Action(TenantAPIView):
     throttle_scope = "review"
 
     def summary(self, summary_id: str) -> Summary:
-        return get_summary(self.request.tenant, summary_id)  # type: ignore[attr-defined]  # set by TenantMember
+        return get_summary(self.tenant, summary_id)
 
     def allowed(self, summary_id: str, *, reason: str = "", expected: int | None = None) -> Summary:
         """The summary, once ``lifecycle.check_allowed`` lets the caller take this action on it."""
@@ -506,7 +507,7 @@ class CommentSerializer(serializers.Serializer):
     at = serializers.DateTimeField()
 
 
-def _comment(comment: Any) -> dict[str, Any]:
+def _comment(comment: SummaryComment) -> dict[str, Any]:
     return {
         "id": comment.pk,
         "summary_id": comment.summary.summary_id,

@@ -12,7 +12,7 @@ from the output (e.g. no 401 test if "req-401" never reached the test generator)
 Needs the ``langgraph`` extra. Run against a server::
 
     MEMORYHUB_URL=http://127.0.0.1:8000 MEMORYHUB_API_KEY=mh_... \
-        python -m memoryhub.integrations.example_graph --workflow api-tests-42
+        python -m memoryhub.examples.example_graph --workflow api-tests-42
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
 from memoryhub.client import Artifact, Conflict, MemoryHubClient
-
-from .langgraph import (
+from memoryhub.integrations.langgraph import (
     RetrievalFn,
     RetrievalRequest,
     RetrievalResult,

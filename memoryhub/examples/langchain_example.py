@@ -5,7 +5,7 @@ through a tool, the history outgrows a small budget, the middleware compacts (La
 summarizer, here a deterministic fake chat model) and records every summary in MemoryHub; the
 final answer is recorded as an artifact whose lineage reaches back to the tool results.
 
-    python -m memoryhub.integrations.langchain_example lc-demo   # MEMORYHUB_URL / MEMORYHUB_API_KEY
+    python -m memoryhub.examples.langchain_example lc-demo   # MEMORYHUB_URL / MEMORYHUB_API_KEY
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def run_example(
         model,
         client=client,
         agent="log-reader",
-        compaction=compaction,  # type: ignore[arg-type]
+        compaction=compaction,  # type: ignore[arg-type]  # a caller's str, checked by the middleware
         summarizer=ExtractiveSummarizer(),
         keep=keep,
         expected_next_step_tokens=150,
