@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection, transaction
@@ -54,6 +55,14 @@ def lifecycle() -> Any:
 
 def _actors() -> Any:
     return _module("core", "actors")
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A refusal seen as an outcome (trees since the refusal-style change raise Conflict)."""
+
+    outcome: str = "refused"
+    applied: bool = False
 
 
 def reviewer() -> Any:
@@ -125,10 +134,13 @@ def attempt(
     status = Summary.objects.values_list("status", flat=True).get(pk=target.pk)
     with around():
         t0 = time.perf_counter()
-        if status == SummaryStatus.SUPERSEDED:
-            result = lifecycle().rollback(target, revision, reviewer(), "bench: roll back")
-        else:
-            result = lifecycle().activate(target, revision, actor)
+        try:
+            if status == SummaryStatus.SUPERSEDED:
+                result = lifecycle().rollback(target, revision, reviewer(), "bench: roll back")
+            else:
+                result = lifecycle().activate(target, revision, actor)
+        except _module("core", "errors").Conflict:  # a refusal (recorded) raises
+            result = Refused()
         elapsed = time.perf_counter() - t0
     return result, wf.pk, elapsed
 

@@ -42,12 +42,19 @@ from audit.log import record
 from audit.models import Payload, Purge
 from audit.payloads import payload_digest
 from memoryhub.core.actors import Actor
+from memoryhub.core.checks import waivable
 from memoryhub.core.errors import Conflict, DomainError, Forbidden, InvalidInput
 from memoryhub.core.opaque import OPAQUE_SCHEMA, OPAQUE_VALIDATOR_VERSION, opaque_checks
 from memoryhub.core.quality import merged_quality
 from memoryhub.memory.events import tokens_through
 from memoryhub.memory.sources import source_events
-from memoryhub.memory.validation import ValidationOutcome, WaiverError, apply_waivers, validate_summary
+from memoryhub.memory.validation import (
+    ValidationOutcome,
+    WaiverError,
+    apply_waivers,
+    judged,
+    validate_summary,
+)
 from memoryhub.memory.workflows import workflow_encoding
 from memoryhub.models import (
     Event,
@@ -83,15 +90,21 @@ ALLOWED_FROM: dict[str, frozenset[str]] = {
     A.ROLLBACK: frozenset({S.SUPERSEDED}),
 }
 HUMAN_ACTOR_KINDS = frozenset({"user", "api_key"})
+# The length limits of what people write into the record (``clean_reason``; forms and the API
+# schema show the same numbers).
 MAX_REASON = 2000
+MAX_COMMENT = 4000
+TEXT_LIMITS = {"reason": MAX_REASON, "comment": MAX_COMMENT}
 
 
 @dataclass
 class ActivationResult:
     """Outcome of an activate/rollback attempt. Only ``applied`` moved the pointer.
 
-    ``outcome`` is applied | stale | refused; for the latter two ``code``/``detail`` say why and
-    ``error()`` builds the 409 the API raises (the LifecycleEvent is already committed).
+    ``outcome`` is applied | stale: a lost compare-and-swap is an answer, not a refusal (the
+    request was valid, another landed first), so it is returned; ``code``/``detail`` say why and
+    ``error()`` builds the 409 the API answers (the LifecycleEvent is already committed). A
+    refused attempt is raised like every refusal (``refused_raises``).
     """
 
     applied: bool
@@ -151,24 +164,38 @@ def is_approved(summary: Summary, events: Iterable[LifecycleEvent] | None = None
 
 
 def clean_reason(
-    reason: Any, *, required: bool = True, field: str = "reason", limit: int = MAX_REASON
+    reason: Any, *, required: bool = True, field: str = "reason", limit: int | None = None
 ) -> str:
     """The one place reasons (and comments) are checked: a string, stripped, non-empty when
-    required, at most ``limit`` characters. Raises InvalidInput (400, nothing written)."""
+    required, at most ``limit`` (default ``TEXT_LIMITS[field]``) characters. Raises InvalidInput
+    (400, nothing written)."""
+    limit = limit if limit is not None else TEXT_LIMITS[field]
     text = (reason or "").strip() if isinstance(reason, str) or reason is None else None
     if text is None:
-        raise InvalidInput(f"'{field}' must be a string", code=f"invalid_{field}")
+        raise InvalidInput(f"'{field}' must be a string", code=f"invalid_{field}", field=field)
     if required and not text:
         raise InvalidInput(
-            f"a {field} is required for every review action (it is recorded in the audit log)",
-            code=f"{field}_required",
+            f"a {field} is required (it is recorded in the audit log)", code=f"{field}_required", field=field
         )
     if len(text) > limit:
-        raise InvalidInput(f"'{field}' is at most {limit} characters", code=f"invalid_{field}")
+        raise InvalidInput(f"'{field}' is at most {limit} characters", code=f"invalid_{field}", field=field)
     return text
 
 
-def _revision(value: Any) -> int:
+def clean_checks(checks: Any) -> list[str]:
+    """The check names a waiver gives: a non-empty list of non-empty strings (the validator
+    decides later whether each may be waived)."""
+    if isinstance(checks, str) or not isinstance(checks, Iterable):
+        raise InvalidInput("'checks' must be a list of check names", code="invalid_waiver")
+    names = list(checks)
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise InvalidInput("'checks' must name at least one failed check", code="invalid_waiver")
+    return names
+
+
+def clean_revision(value: Any) -> int:
+    """``expected_revision`` as the compare-and-swap needs it: a non-negative integer that fits
+    the column (JSON must send an integer; a form's text is converted by the caller first)."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
         raise InvalidInput(
             "'expected_revision' must be a non-negative integer", code="invalid_expected_revision"
@@ -594,7 +621,7 @@ def run_validator(summary: Summary, version: str | None = None):
     active = wf.active_summary if wf.active_summary_id and wf.active_summary_id != summary.pk else None
     if summary.content_schema == OPAQUE_SCHEMA:
         # Opaque (observed) content: only integrity and coverage can be checked; the rest is unverifiable.
-        checks, reasons = opaque_checks(
+        checks = opaque_checks(
             summary.content.encode("utf-8"),
             summary.content_hash,
             summary.covers_from_seq,
@@ -602,7 +629,7 @@ def run_validator(summary: Summary, version: str | None = None):
             active.covers_to_seq if active else None,
             wf.head_seq,
         )
-        return ValidationOutcome(OPAQUE_VALIDATOR_VERSION, checks, 0.0, not reasons, reasons)
+        return judged(OPAQUE_VALIDATOR_VERSION, checks, 0.0)
     quality = merged_quality(policy_for(wf).quality)
     version = version or quality["validator"]
     return validate_summary(
@@ -696,10 +723,10 @@ def approve_and_activate(
     summary: Summary, expected_revision: int, actor: Actor, reason: str | None
 ) -> ActivationResult:
     """Approve and, in the same transaction, activate at ``expected_revision`` (the revision the
-    reviewer saw). The approval stands even when the activation is stale or refused (both are
-    recorded); the result says which, and the page then offers Activate at the current revision."""
+    reviewer saw). The approval stands even when the activation is stale (returned: the page then
+    offers Activate at the current revision) or refused (raised, saying it is approved)."""
     reason = clean_reason(reason, required=True)
-    revision = _revision(expected_revision)
+    revision = clean_revision(expected_revision)
 
     def body(locked: _Locked) -> ActivationResult:
         wf, s = locked.wf, locked.target
@@ -709,7 +736,14 @@ def approve_and_activate(
         # The approve just written is the newest applied event of s (the lock is held): approved.
         return _swap_locked(replace(locked, approved=True), revision, actor, action=action, reason=reason)
 
-    return _run_locked(summary, body)
+    result = _run_locked(summary, body)
+    if result.outcome == LifecycleResult.REFUSED:
+        result = replace(
+            result,
+            detail=f"{summary.label} is approved, but was not activated: {result.detail}",
+            extra={**(result.extra or {}), "approved": True},
+        )
+    return refused_raises(result)
 
 
 def waive(summary: Summary, checks: Iterable[str], actor: Actor, reason: str | None) -> Summary:
@@ -717,11 +751,7 @@ def waive(summary: Summary, checks: Iterable[str], actor: Actor, reason: str | N
     with ``waived_checks``; it becomes VALIDATED when nothing un-waived still fails."""
 
     reason = clean_reason(reason, required=True)
-    if isinstance(checks, str) or not isinstance(checks, Iterable):
-        raise InvalidInput("'checks' must be a list of check names", code="invalid_waiver")
-    names = list(checks)
-    if not names or not all(isinstance(n, str) and n for n in names):
-        raise InvalidInput("'checks' must name at least one failed check", code="invalid_waiver")
+    names = clean_checks(checks)
 
     def body(wf: Workflow, s: Summary) -> Summary:
         _check_from(wf, s, A.WAIVE, actor, reason=reason)
@@ -1081,30 +1111,44 @@ def _swap_locked(
     )
 
 
+def refused_raises(result: ActivationResult) -> ActivationResult:
+    """Refusals raise, like every action's (the refused LifecycleEvent is already committed); a
+    lost compare-and-swap (stale) is an outcome and is returned."""
+    error = result.error()
+    if result.outcome == LifecycleResult.REFUSED and error is not None:
+        raise error
+    return result
+
+
 def activate(summary: Summary, expected_revision: int, actor: Actor, *, reason: str = "") -> ActivationResult:
     """Make a VALIDATED summary ACTIVE by compare-and-swap on ``workflow.active_revision``.
 
-    Never raises for stale or refused attempts (workers handle those as outcomes); the API turns
-    ``result.error()`` into the 409. The previous active version becomes SUPERSEDED.
+    A stale attempt is returned (workers handle it as an outcome; the API answers
+    ``result.error()``, a 409); a refused one raises Conflict. Both are recorded. The previous
+    active version becomes SUPERSEDED.
     """
-    return _swap(
-        summary,
-        _revision(expected_revision),
-        actor,
-        action=A.ACTIVATE,
-        reason=clean_reason(reason, required=False),
+    return refused_raises(
+        _swap(
+            summary,
+            clean_revision(expected_revision),
+            actor,
+            action=A.ACTIVATE,
+            reason=clean_reason(reason, required=False),
+        )
     )
 
 
 def rollback(summary: Summary, expected_revision: int, actor: Actor, reason: str | None) -> ActivationResult:
     """A reviewer re-activates an older SUPERSEDED (or VALIDATED) version by compare-and-swap;
-    its watermark may be below the current one's. Returns like ``activate``."""
-    return _swap(
-        summary,
-        _revision(expected_revision),
-        actor,
-        action=A.ROLLBACK,
-        reason=clean_reason(reason, required=True),
+    its watermark may be below the current one's. Returns and raises like ``activate``."""
+    return refused_raises(
+        _swap(
+            summary,
+            clean_revision(expected_revision),
+            actor,
+            action=A.ROLLBACK,
+            reason=clean_reason(reason, required=True),
+        )
     )
 
 
@@ -1117,10 +1161,9 @@ def pointer_moves(workflow: Workflow):
 
 # -- who may press which button: one rule, one place ------------------------------------------------
 #
-# The API permission check, the summary page's buttons, the review inbox and the template tags
-# all ask ``allowed_actions`` (buttons) or ``check_role`` (the role half, which the API enforces
-# before the service runs; the state half is enforced by the actions above and recorded as
-# refusals).
+# ``allowed_actions`` is the rule: the summary page's buttons and the template tag show exactly
+# its answer, and the API and the review form accept exactly its answer (``check_allowed``). The
+# service functions above keep the state machine for every caller (workers and purges too).
 
 ACTION_ROLES: dict[str, str] = {
     A.VALIDATE: Role.REVIEWER,
@@ -1132,6 +1175,19 @@ ACTION_ROLES: dict[str, str] = {
     A.ROLLBACK: Role.REVIEWER,
     A.RELEASE: Role.ADMIN,
     "comment": Role.REVIEWER,
+}
+# Display order of the buttons, and the statuses a person may start each action from: the state
+# machine's, except that a REJECTED version already serves nobody, so it is not quarantined by
+# hand (purges still quarantine those through the service).
+OFFERED_FROM: dict[str, frozenset[str]] = {
+    A.VALIDATE: ALLOWED_FROM[A.VALIDATE],
+    A.APPROVE: ALLOWED_FROM[A.APPROVE],
+    A.ACTIVATE: ALLOWED_FROM[A.ACTIVATE],
+    A.ROLLBACK: ALLOWED_FROM[A.ROLLBACK],
+    A.WAIVE: ALLOWED_FROM[A.WAIVE],
+    A.REJECT: ALLOWED_FROM[A.REJECT],
+    A.QUARANTINE: ALLOWED_FROM[A.QUARANTINE] - {S.REJECTED},
+    A.RELEASE: ALLOWED_FROM[A.RELEASE],
 }
 
 
@@ -1145,27 +1201,25 @@ class ActionPolicy:
     active_watermark: int | None = None
     active_revision: int = 0
     failed_checks: tuple[str, ...] = ()
+    purged_since: bool = False  # a purge since its source was read removed events it covers
 
     def awaiting_approval(self, summary: Summary) -> bool:
         return summary.status == S.VALIDATED and self.approval_required and not self.approved
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Why a person may not take an action now: the 409's code, detail and extra fields."""
+
+    code: str
+    detail: str
+    extra: dict[str, Any]
+
+
 def failed_checks(record: ValidationRecord | None) -> list[str]:
     """Names of the checks that failed and are not waived in ``record`` (the latest one counts:
-    a re-validation starts again without waivers). The one definition of "failed" for pages,
-    the inbox and waivers."""
-    if record is None or not isinstance(record.checks, list):
-        return []
-    waived = set(record.waived_checks or [])
-    return [
-        c["name"]
-        for c in record.checks
-        if isinstance(c, dict)
-        and c.get("name")
-        and not c.get("passed", True)
-        and not c.get("waived")
-        and c["name"] not in waived
-    ]
+    a re-validation starts again without waivers); ``memoryhub.core.checks.check_state`` decides."""
+    return [] if record is None else record.failed_checks
 
 
 def latest_validation(summary: Summary) -> ValidationRecord | None:
@@ -1190,6 +1244,11 @@ def action_policy(
             Summary.objects.filter(pk=wf.active_summary_id).values_list("covers_to_seq", flat=True).first()
         )
     record = latest_validation(summary) if latest is _UNSET else latest
+    # Only a version that may still be served can have been read before a purge that matters.
+    servable = summary.status in (S.VALIDATED, S.SUPERSEDED) and summary.purged_by_id is None
+    purged_since = (
+        servable and Purge.first_covering(wf, summary.source_purge_epoch, summary.covers_to_seq) is not None
+    )
     return ActionPolicy(
         approval_required=approval_required(wf),
         approved=is_approved(summary),
@@ -1197,11 +1256,12 @@ def action_policy(
         active_watermark=active,
         active_revision=wf.active_revision,
         failed_checks=tuple(failed_checks(record)),
+        purged_since=purged_since,
     )
 
 
 def check_role(action: str, role: str | None) -> None:
-    """Raise Forbidden unless ``role`` may take ``action`` at all (the API's permission check)."""
+    """Raise Forbidden unless ``role`` may take ``action`` at all (the role half of the rule)."""
 
     needed = ACTION_ROLES[action]
     if not role_at_least(role, needed):
@@ -1210,28 +1270,95 @@ def check_role(action: str, role: str | None) -> None:
         )
 
 
-def allowed_actions(summary: Summary, role: str | None, policy: ActionPolicy) -> list[str]:
-    """The actions ``role`` may usefully take on ``summary`` now, in display order.
+def refusal(summary: Summary, action: str, policy: ActionPolicy) -> Refusal | None:
+    """Why nobody may take ``action`` on ``summary`` now (the state half of the rule), or None.
 
-    The state machine (ALLOWED_FROM) and the activation rules (approval, watermark, purge)
-    decide; buttons that the service would certainly refuse are not offered.
+    The state machine (OFFERED_FROM) and the rules that protect readers (purges, approval, the
+    watermark, waivable checks) decide, with the codes the service functions use.
     """
-    status = summary.status
-    purged = summary.purged_by_id is not None
-    approved = policy.approved or not policy.approval_required
-    below_active = policy.active_watermark is not None and summary.covers_to_seq < policy.active_watermark
-    wanted = {
-        A.VALIDATE: status == S.CANDIDATE,
-        A.APPROVE: status in ALLOWED_FROM[A.APPROVE] and policy.approval_required and not policy.approved,
-        A.ACTIVATE: status == S.VALIDATED and approved and not below_active and not purged,
-        A.ROLLBACK: status == S.SUPERSEDED and approved and not purged,
-        A.WAIVE: status == S.REJECTED and bool(policy.failed_checks),
-        A.REJECT: status in ALLOWED_FROM[A.REJECT],
-        # A REJECTED version already serves nobody (purges still quarantine those through the service).
-        A.QUARANTINE: status in ALLOWED_FROM[A.QUARANTINE] and status != S.REJECTED,
-        A.RELEASE: status == S.QUARANTINED,
-    }
-    return [name for name, ok in wanted.items() if ok and role_at_least(role, ACTION_ROLES[name])]
+    label, status = summary.label, summary.status
+    if status not in OFFERED_FROM[action]:
+        allowed = ", ".join(sorted(OFFERED_FROM[action]))
+        return Refusal(
+            "illegal_transition", f"cannot {action} {label}: it is {status} (allowed from {allowed})", {}
+        )
+    serves = action in (A.APPROVE, A.ACTIVATE, A.ROLLBACK)  # would put it (back) in front of readers
+    if serves and summary.purged_by_id is not None:
+        return Refusal("summary_purged", f"{label} covers purged events and can never be served", {})
+    if serves and policy.purged_since:
+        return Refusal(
+            "purged_since_read", f"{label} was computed before a purge removed events it covers", {}
+        )
+    if action == A.APPROVE and not policy.approval_required:
+        return Refusal(
+            "approval_not_required", f"the workflow policy does not require approval: activate {label}", {}
+        )
+    if action == A.APPROVE and policy.approved:
+        return Refusal("already_approved", f"{label} is approved already", {})
+    if action in (A.ACTIVATE, A.ROLLBACK) and policy.approval_required and not policy.approved:
+        return Refusal(
+            "approval_required", f"the workflow policy requires a reviewer to approve {label} first", {}
+        )
+    watermark = policy.active_watermark
+    # Activate (and approve-and-activate of a VALIDATED version) never moves the watermark back.
+    below = watermark is not None and summary.covers_to_seq < watermark
+    if action in (A.APPROVE, A.ACTIVATE) and status == S.VALIDATED and below:
+        return Refusal(
+            "watermark_regression",
+            f"{label} covers up to seq {summary.covers_to_seq}, below the active version's watermark "
+            f"{watermark}; only a reviewer's rollback may move the watermark back",
+            {"active_watermark": watermark},
+        )
+    if action == A.WAIVE and not waivable(policy.failed_checks):
+        failed = ", ".join(policy.failed_checks) or "none"
+        return Refusal(
+            "nothing_to_waive", f"{label} has no failed check a waiver could accept (failed: {failed})", {}
+        )
+    return None
+
+
+def allowed_actions(summary: Summary, role: str | None, policy: ActionPolicy) -> list[str]:
+    """The actions ``role`` may take on ``summary`` now, in display order: the role may take the
+    action (ACTION_ROLES) and nothing refuses it (``refusal``)."""
+    return [
+        action
+        for action in OFFERED_FROM
+        if role_at_least(role, ACTION_ROLES[action]) and refusal(summary, action, policy) is None
+    ]
+
+
+def check_allowed(
+    summary: Summary,
+    action: str,
+    actor: Actor,
+    role: str | None,
+    *,
+    reason: str = "",
+    expected: int | None = None,
+) -> None:
+    """The API's and the review form's permission check: ``action`` must be in ``allowed_actions``.
+
+    The role half raises Forbidden (403, nothing written, like any endpoint's role check). The
+    state half is read under the workflow lock; a refusal is recorded (LifecycleEvent and
+    AuditEntry) and then raised as the Conflict (409), like the service's own. A stale
+    ``expected`` revision passes: the compare-and-swap answers it (stale decides first). The
+    service re-checks its own rules when it runs.
+    """
+    check_role(action, role)
+
+    def body(wf: Workflow, s: Summary) -> None:
+        if expected is not None and expected != wf.active_revision:
+            return
+        why = refusal(s, action, action_policy(s, wf))
+        if why is not None:
+            extra = (
+                dict(why.extra, current_revision=wf.active_revision) if expected is not None else why.extra
+            )
+            raise _refuse(
+                wf, s, action, actor, why.code, why.detail, reason=reason, expected=expected, **extra
+            )
+
+    _run(summary, body)
 
 
 def status_label(

@@ -17,7 +17,6 @@ from django.db.models import Count, Q
 
 from audit.diff import diff_summaries
 from audit.models import SummaryComment
-from audit.review import ActionSpec, available_actions
 from memoryhub.memory import lifecycle
 from memoryhub.memory.events import EVENTS_PER_PAGE
 from memoryhub.memory.lifecycle import ActionPolicy
@@ -29,6 +28,7 @@ from memoryhub.models import (
     Event,
     LifecycleEvent,
     LifecycleResult,
+    Role,
     Summary,
     SummaryStatus,
     Tenant,
@@ -344,15 +344,16 @@ class SummaryReport:
     facts: list[dict[str, Any]]  # each with ``sources``: (seq, event or None, its event page)
     validations: list[ValidationRecord]  # newest first
     latest_validation: ValidationRecord | None
-    checks: list[dict[str, Any]]  # the latest validation's, each with ``waived``
+    checks: list[dict[str, Any]]  # the latest validation's, each with its ``state`` (core.checks)
     failed_checks: list[str]
     previous: Summary | None
     diff: dict[str, Any] | None  # against the previous version
     lifecycle: list[LifecycleEvent]
     traces: list[ConsumerTrace]
     trace_total: int
-    actions: list[ActionSpec]  # the review actions this role may take now
-    policy: ActionPolicy
+    policy: ActionPolicy  # the buttons: ``review_actions_for`` (lifecycle.allowed_actions) with it
+    read_only: bool  # the role may take no review action at all
+    admin_only: list[str]  # actions an admin could take now that this role may not
     status_label: str
     awaiting_approval: bool
     comments: list[SummaryComment]
@@ -365,12 +366,6 @@ def summary_report(summary: Summary, role: str | None) -> SummaryReport:
     validations = list(summary.validations.order_by("-created_at", "-id"))
     latest = validations[0] if validations else None
     policy = lifecycle.action_policy(summary, workflow, latest=latest)
-    failed = list(policy.failed_checks)
-    checks = [
-        {**c, "waived": bool(c.get("name")) and not c.get("passed") and c.get("name") not in failed}
-        for c in ((latest.checks or []) if latest else [])
-        if isinstance(c, dict)
-    ]
     seqs = sorted(
         {s for f in content.get("facts", []) for s in f.get("source_seqs", []) if isinstance(s, int)}
     )
@@ -396,22 +391,23 @@ def summary_report(summary: Summary, role: str | None) -> SummaryReport:
     traces = list(summary.traces.order_by("-at", "-id")[:RECENT_ROWS])
     trace_total = summary.traces.count()
     diff = diff_summaries(previous, summary) if previous is not None else None
-    actions = available_actions(summary, role, policy=policy)
+    mine = lifecycle.allowed_actions(summary, role, policy)
     comments = list(summary.comments.order_by("at", "id"))
     return SummaryReport(
         content=content,
         facts=facts,
         validations=validations,
         latest_validation=latest,
-        checks=checks,
-        failed_checks=failed,
+        checks=latest.checks_with_state() if latest else [],
+        failed_checks=list(policy.failed_checks),
         previous=previous,
         diff=diff,
         lifecycle=changes,
         traces=traces,
         trace_total=trace_total,
-        actions=actions,
         policy=policy,
+        read_only=not any(role_at_least(role, needed) for needed in lifecycle.ACTION_ROLES.values()),
+        admin_only=[a for a in lifecycle.allowed_actions(summary, Role.ADMIN, policy) if a not in mine],
         status_label=lifecycle.status_label(summary, policy),
         awaiting_approval=policy.awaiting_approval(summary),
         comments=comments,

@@ -12,7 +12,8 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from audit.lineage import artifact_lineage
-from memoryhub.core.opaque import OPAQUE_SCHEMA, validation_result
+from memoryhub.core.checks import validation_result
+from memoryhub.core.opaque import OPAQUE_SCHEMA
 from memoryhub.demo import scenario
 from memoryhub.demo.integrations import LANGCHAIN_ARTIFACT, LANGCHAIN_WORKFLOW, OPENAI_AGENTS_WORKFLOW
 from memoryhub.models import Artifact, Event, Summary, Workflow

@@ -225,8 +225,10 @@ def test_quarantine_voids_an_earlier_approval(tenant):
     lifecycle.approve(s1, REVIEWER, "ok")
     lifecycle.quarantine(s1, REVIEWER, "second look")
     lifecycle.release(s1, Actor.user("alice"), "fine after all")
-    result = lifecycle.activate(s1, 0, WORKER)
-    assert not result.applied and result.code == "approval_required"
+    with pytest.raises(Conflict) as refused:  # a refusal raises (recorded first)
+        lifecycle.activate(s1, 0, WORKER)
+    assert refused.value.code == "approval_required"
+    assert events_of(s1)[-1] == ("activate", "refused", "VALIDATED", "VALIDATED")
 
 
 # -- quarantine / release ------------------------------------------------------------------------------
@@ -380,8 +382,9 @@ def test_rollback_is_a_human_action(tenant):
     wf = build_workflow(tenant)
     s1 = activated(wf, 1, 20)
     activated(wf, 1, 30)
-    result = lifecycle.rollback(s1, 2, WORKER, "automation wants to go back")
-    assert not result.applied and result.code == "rollback_requires_reviewer"
+    with pytest.raises(Conflict) as refused:
+        lifecycle.rollback(s1, 2, WORKER, "automation wants to go back")
+    assert refused.value.code == "rollback_requires_reviewer"
     assert LifecycleEvent.objects.filter(summary=s1, action="rollback", result="refused").exists()
 
 

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from audit.models import AuditEntry
+from memoryhub.core.actors import Actor
 from tests.helpers import append, event, make_workflow
 from tests.triggers.test_pages import csrf_post, form_data
 from triggers import policy, services
@@ -127,3 +128,16 @@ def test_invalid_candidate_or_other_tenant_saves_nothing(bob, mallory, wf):
         data["csrfmiddlewaretoken"] = m_token.group(1)
     assert mallory.web.post("/triggers/simulator/save/", data).status_code in (403, 404)
     assert not ContextPolicy.objects.exists()
+
+
+def test_reviewer_cannot_switch_approval_off_through_the_simulator(bob, alice, wf, tenant):
+    """The simulator saves with the caller's role, like the policy pages: only an admin may lower
+    require_approval (a reviewer's candidate without it is refused and nothing is saved)."""
+    services.save_policy(tenant, {"require_approval": True}, Actor.user("alice"), workflow=wf, partial=True)
+    before = AuditEntry.objects.filter(action="policy.update").count()
+    response = _save(bob, "workflow")  # the candidate form posts no require_approval: off
+    assert response.status_code == 302 and response["Location"].startswith("/triggers/simulator/?")
+    assert services.effective_policy(tenant, wf)[0].require_approval is True
+    assert AuditEntry.objects.filter(action="policy.update").count() == before
+    assert _save(alice, "workflow").status_code == 302
+    assert services.effective_policy(tenant, wf)[0].require_approval is False

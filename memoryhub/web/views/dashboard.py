@@ -16,12 +16,12 @@ from django import forms
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
-from django.urls import path, reverse
+from django.urls import path
 from django.utils import timezone
 
-from audit.review import ActionSpec
+from memoryhub.memory import lifecycle
 from memoryhub.memory.events import EVENTS_PER_PAGE
-from memoryhub.models import Summary, SummaryStatus, WorkflowSource
+from memoryhub.models import SummaryStatus, WorkflowSource
 from memoryhub.models.workflows import EventKind
 from memoryhub.observe import browse, detail, figures
 from memoryhub.observe.alerting.firing import firing
@@ -223,23 +223,6 @@ def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
 DIFF_TEMPLATE = "audit/partials/diff.html"
 
 
-def _action_buttons(summary: Summary, actions: list[ActionSpec]) -> list[dict[str, Any]]:
-    """Each review action posts a reason (and the revision seen, or the checks waived) to
-    audit's ``memoryhub:summary-action`` view."""
-    return [
-        {
-            "action": spec.name,
-            "label": spec.label,
-            "help": spec.help,
-            "style": "danger" if spec.danger else "primary",
-            "needs_revision": spec.needs_revision,
-            "needs_checks": spec.needs_checks,
-            "url": reverse("memoryhub:summary-action", args=[summary.summary_id, spec.name]),
-        }
-        for spec in actions
-    ]
-
-
 @login_required
 def summary_detail(request: HttpRequest, summary_id: str) -> HttpResponse:
     tenant, role = page_tenant(request)
@@ -265,7 +248,7 @@ def summary_detail(request: HttpRequest, summary_id: str) -> HttpResponse:
             "summary": summary,
             "workflow": workflow,
             **vars(report),
-            "actions": _action_buttons(summary, report.actions),
+            "text_limits": lifecycle.TEXT_LIMITS,
             "diff_template": DIFF_TEMPLATE if report.diff is not None else None,
             "role": role,
             "events_per_page": EVENTS_PER_PAGE,
