@@ -12,7 +12,7 @@ from memoryhub import lifecycle
 from memoryhub.actors import Actor
 from memoryhub.compaction.jobs import request_compaction, run_job
 from memoryhub.models import Event, Summary, SummaryStatus
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from memoryhub.demo import loader, scenario
 from memoryhub.models import Summary, SummaryStatus, Workflow
 from memoryhub.summaries import create_summary
 from memoryhub.traces import record_trace
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 from triggers.services import decide
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

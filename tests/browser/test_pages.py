@@ -14,7 +14,7 @@ from memoryhub.actors import Actor
 from memoryhub.demo import loader, other, scenario
 from memoryhub.models import Artifact, ConsumerTrace, Summary, Workflow
 from memoryhub.traces import record_artifact, record_trace
-from tests.helpers import append
+from tests.factories import append
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

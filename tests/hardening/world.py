@@ -40,7 +40,7 @@ from memoryhub.models import (
 from memoryhub.summaries import create_summary
 from memoryhub.validation import ValidationOutcome
 from tests.conftest import Party
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 from triggers import services as triggers
 
 BUILDER = Actor.system("tests.hardening")

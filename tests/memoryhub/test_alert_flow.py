@@ -14,29 +14,17 @@ from django.utils import timezone
 from memoryhub import lifecycle
 from memoryhub.alerting.deliver import deliver_pending
 from memoryhub.alerting.evaluate import evaluate_due_rules
+from memoryhub.alerting.services import update_rule
 from memoryhub.metrics import compute
 from memoryhub.models import AlertEvaluation, AlertRule, Channel, Notification
 from memoryhub.traces import record_trace
-
-from .alert_helpers import Receiver
-from .summary_helpers import WORKER, activated, build_workflow, candidate, validated
-
-
-@pytest.fixture
-def receiver(settings):
-    # The receiver listens on loopback, which channels may only reach through the allow-list.
-    settings.MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = ["127.0.0.1/32"]
-    server = Receiver().start()
-    yield server
-    server.stop()
+from tests.factories import ADMIN, WORKER, activated, alert_channel, build_workflow, candidate, validated
 
 
 def webhook(tenant, receiver) -> Channel:
-    channel = Channel.objects.create(
-        tenant=tenant, kind="webhook", name="ops", url=receiver.url("/hook"), secret=receiver.secret
-    )
+    channel = alert_channel(tenant, name="ops", url=receiver.url("/hook"), secret=receiver.secret)
     for rule in AlertRule.objects.filter(tenant=tenant, is_default=True):
-        rule.channels.add(channel)
+        update_rule(rule, {"channels": [channel.pk]}, ADMIN)
     return channel
 
 

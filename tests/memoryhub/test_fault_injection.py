@@ -25,7 +25,7 @@ from memoryhub.compaction import jobs
 from memoryhub.compaction.worker import database_url, running_worker
 from memoryhub.models import CompactionJob, Event, JobStatus, Summary
 from memoryhub.tenancy import issue_api_key
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 from tests.memoryhub.llm_endpoint import fake_llm
 from tests.memoryhub.test_worker_compaction import app_broker, finished, free_port, redis_server, wait_for
 

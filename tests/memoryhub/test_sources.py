@@ -7,7 +7,7 @@ from __future__ import annotations
 from memoryhub.actors import Actor
 from memoryhub.models import WorkflowSource
 from memoryhub.observed import record_observed_compaction
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 
 ACTOR = Actor.system("tests")
 

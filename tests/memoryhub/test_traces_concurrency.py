@@ -9,7 +9,8 @@ from memoryhub.context import assemble_context
 from memoryhub.models import Artifact, ConsumerTrace
 from memoryhub.traces import record_artifact, record_trace
 from memoryhub.workflows import get_workflow
-from tests.helpers import append, event, make_workflow, race
+from tests.factories import append, event, make_workflow
+from tests.helpers import race
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 AGENT = Actor.api_key("agent", "abc")

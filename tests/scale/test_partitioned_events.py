@@ -20,7 +20,7 @@ from memoryhub.partitioning import (
     partition_names,
     unpartition_events,
 )
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 
