@@ -27,6 +27,7 @@ bench: $(STAMP)
 lint: $(STAMP)
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/ruff format --check .
+	@$(VENV)/bin/lint-imports
 
 fmt: $(STAMP)
 	@$(VENV)/bin/ruff format .

@@ -16,10 +16,10 @@ from audit.lineage import artifact_lineage, get_artifact
 from audit.models import AuditEntry, Investigation
 from audit.replay import get_trace, replay_bundle
 from audit.verify import verify_chain
-from memoryhub.api.common import TenantAPIView, body_object, int_param
-from memoryhub.api.fields import SafeIsoDateTimeFilter
-from memoryhub.api.serializers import ErrorSerializer
-from memoryhub.errors import InvalidInput
+from memoryhub.core.errors import InvalidInput
+from memoryhub.web.api.common import TenantAPIView, body_object, int_param
+from memoryhub.web.api.fields import SafeIsoDateTimeFilter
+from memoryhub.web.api.serializers import ErrorSerializer
 
 
 class InvestigationSerializer(serializers.ModelSerializer):
@@ -107,9 +107,9 @@ class ArtifactInvestigations(generics.ListAPIView, TenantAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no tenant
             return Investigation.objects.none()
-        artifact = get_artifact(self.request.tenant, self.kwargs["artifact_id"])
+        artifact = get_artifact(self.tenant, self.kwargs["artifact_id"])
         return (
-            Investigation.objects.filter(tenant=self.request.tenant, artifact=artifact)
+            Investigation.objects.filter(tenant=self.tenant, artifact=artifact)
             .select_related("artifact")
             .order_by("-at", "-id")
         )
@@ -159,7 +159,7 @@ class AuditLog(generics.ListAPIView, TenantAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no tenant
             return AuditEntry.objects.none()
-        return AuditEntry.objects.filter(tenant=self.request.tenant).order_by("-seq")
+        return AuditEntry.objects.filter(tenant=self.tenant).order_by("-seq")
 
 
 class AuditVerify(TenantAPIView):

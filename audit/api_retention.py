@@ -12,10 +12,10 @@ from rest_framework.response import Response
 from audit.models import Purge
 from audit.purge import parse_selector, purge_events
 from audit.retention import policies_for, set_policies
-from memoryhub.api.common import WF, TenantAPIView, body_object, int_param
-from memoryhub.api.serializers import ErrorSerializer
-from memoryhub.api.throttles import PrincipalScopedThrottle
 from memoryhub.models import Role, Workflow
+from memoryhub.web.api.common import WF, TenantAPIView, body_object, int_param
+from memoryhub.web.api.serializers import ErrorSerializer
+from memoryhub.web.api.throttles import PrincipalScopedThrottle
 
 PoliciesSerializer = inline_serializer(
     "RetentionPolicies",

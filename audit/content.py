@@ -8,15 +8,11 @@ from typing import Any
 
 from django.urls import reverse
 
-from memoryhub.errors import DomainError
+from memoryhub.core.errors import DomainError
+from memoryhub.core.opaque import OPAQUE_SCHEMA
+from memoryhub.memory.events import EVENTS_PER_PAGE
+from memoryhub.memory.summaries import summary_content as service_content
 from memoryhub.models import Event, Summary, Workflow
-from memoryhub.opaque import OPAQUE_SCHEMA
-
-# Must match the workflow page's paging (memoryhub.views.base.EVENTS_PER_PAGE) for #event-<seq> links.
-try:
-    from memoryhub.views.base import EVENTS_PER_PAGE
-except ImportError:  # pragma: no cover - the base views always exist
-    EVENTS_PER_PAGE = 50
 
 
 def purge_note(purge_id: str, at: Any) -> str:
@@ -29,13 +25,12 @@ def summary_content(summary: Summary) -> dict[str, Any] | None:
     """The summary's parsed content, or None when a purge removed it (or it cannot be parsed)."""
     if summary.purged_by_id:
         return None
-    from memoryhub.summaries import summary_content as service_content
 
     try:
         content = service_content(summary)
     except (ValueError, TypeError, DomainError):  # purged (Conflict) or unparseable bytes
         return None
-    if content_is_opaque(summary):  # digest and size only: nothing to search (memoryhub.opaque)
+    if content_is_opaque(summary):  # digest and size only: nothing to search (memoryhub.core.opaque)
         return None
     return content if isinstance(content, dict) else None
 

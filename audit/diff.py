@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from audit.content import summary_content, summary_unavailable
-from memoryhub.errors import InvalidInput, NotFound
+from memoryhub.core.errors import InvalidInput, NotFound
 from memoryhub.models import Summary, Tenant
 
 FACT_FIELDS = ("kind", "state", "text")

@@ -28,10 +28,13 @@ from django.db import transaction
 
 from audit.content import content_is_opaque, iter_strings, purged_runs, range_label, runs, summary_content
 from audit.lineage import producing_traces
+from audit.log import record
 from audit.models import Investigation, Verdict
-from memoryhub.actors import Actor
-from memoryhub.canonical import hash_text
-from memoryhub.errors import Conflict, InvalidInput
+from memoryhub.context.assembly import parse_context_id
+from memoryhub.core.actors import Actor
+from memoryhub.core.canonical import hash_text
+from memoryhub.core.errors import Conflict, InvalidInput
+from memoryhub.memory.search import SearchTooExpensive, candidate_seqs
 from memoryhub.models import (
     Artifact,
     ConsumerTrace,
@@ -42,7 +45,6 @@ from memoryhub.models import (
     SummaryStatus,
     Workflow,
 )
-from memoryhub.search import SearchTooExpensive, candidate_seqs
 
 MAX_FACT_CHARS = 500
 MAX_LISTED = 50  # matches listed per kind of evidence (the counts are always exact)
@@ -206,7 +208,6 @@ def active_summary_at(workflow: Workflow, when) -> Summary | None:
 def served_at_read(trace: ConsumerTrace) -> tuple[Summary | None, str]:
     """The summary the server served for this read: from the signed context id when the consumer
     quoted one of ours, else replayed from the lifecycle history at the trace's time."""
-    from memoryhub.context import parse_context_id
 
     coords = None
     if trace.context_id:
@@ -501,7 +502,6 @@ def reconstruct(artifact: Artifact, fact: str, *, regex: bool = False) -> tuple[
 
 def investigate(artifact: Artifact, fact: str, actor: Actor, *, regex: bool = False) -> Investigation:
     """Reconstruct, classify and save an investigation (with its audit entry, in one transaction)."""
-    from audit.log import record
 
     started = time.perf_counter()
     verdict, evidence = reconstruct(artifact, fact, regex=regex)

@@ -9,12 +9,13 @@ behind the artifact, never with the number of events.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.urls import reverse
 
 from audit.content import seq_range, summary_unavailable
-from memoryhub.errors import NotFound
+from memoryhub.core.errors import NotFound
 from memoryhub.models import Artifact, CompactionJob, ConsumerTrace, Summary, Tenant
 
 
@@ -37,7 +38,7 @@ def producing_traces(artifact: Artifact) -> list[ConsumerTrace]:
     )
 
 
-def _iso(value: Any) -> str | None:
+def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 

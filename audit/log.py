@@ -13,10 +13,10 @@ from django.utils import timezone
 
 from audit.models import TEXT_KEYS, AuditChainHead, AuditEntry
 from audit.payloads import split_audit_data, store_payload
-from memoryhub.actors import Actor
-from memoryhub.canonical import hash_value
-from memoryhub.models import Tenant
-from memoryhub.redaction import redact
+from memoryhub.core.actors import Actor
+from memoryhub.core.canonical import hash_value
+from memoryhub.core.redaction import redact
+from memoryhub.models import Tenant, Workflow
 
 GENESIS_HASH = "sha256:" + "0" * 64
 
@@ -96,7 +96,6 @@ def record(
 
 def _workflow_id(obj: Any) -> int | None:
     """The workflow a recorded object belongs to (scopes its payload), when it has one."""
-    from memoryhub.models import Workflow
 
     if isinstance(obj, Workflow):
         return obj.pk

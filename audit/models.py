@@ -129,6 +129,21 @@ class Purge(models.Model):
     def __str__(self) -> str:
         return self.purge_id
 
+    @classmethod
+    def first_covering(cls, workflow: Workflow, after_epoch: int | None, up_to_seq: int) -> Purge | None:
+        """The first purge after ``after_epoch`` that removed an event at or below ``up_to_seq``.
+
+        Content computed from events read at purge epoch ``after_epoch`` may quote what such a purge
+        removed; activation refuses it (storing the candidate already refused it under the same lock,
+        this is the re-check).
+        """
+        if after_epoch is None:
+            return None
+        for purge in cls.objects.filter(workflow=workflow, epoch__gt=after_epoch).order_by("epoch"):
+            if purge.seqs and min(purge.seqs) <= up_to_seq:
+                return purge
+        return None
+
 
 class RecordClass(models.TextChoices):
     RAW_EVENTS = "raw_events", "Raw events"

@@ -26,9 +26,11 @@ from django.utils import timezone
 from audit.log import record
 from audit.models import Investigation, Purge, SummaryComment
 from audit.payloads import PurgedText, summary_payloads, tombstone_payloads
-from memoryhub.actors import Actor
-from memoryhub.errors import Conflict, InvalidInput
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import Conflict, InvalidInput
+from memoryhub.memory import lifecycle
 from memoryhub.models import Event, Summary, SummaryStatus, Workflow
+from memoryhub.pipeline.jobs import request_compaction
 
 TOMBSTONE_SCHEMA = "memoryhub.purged/v1"
 MIN_QUOTE_CHARS = 24  # shorter fragments are too generic to call "containing" purged content
@@ -165,7 +167,6 @@ def purge_events(
     workflow: Workflow, selector: dict[str, Any], actor: Actor, reason: str, *, source: str = "manual"
 ) -> PurgeOutcome:
     """Purge the selected events of ``workflow``. Admin-only at the edges; reason required."""
-    from memoryhub import lifecycle
 
     if reason is not None and not isinstance(reason, str):
         raise InvalidInput("'reason' must be a string", code="invalid_reason", field="reason")
@@ -277,20 +278,6 @@ def purge_events(
     return outcome
 
 
-def purge_since(workflow: Workflow, epoch: int | None, up_to_seq: int) -> Purge | None:
-    """The first purge after ``epoch`` that removed an event at or below ``up_to_seq``, if any.
-
-    Content computed from events read at purge epoch ``epoch`` may quote what such a purge removed;
-    activation refuses it (the store already refused it under the same lock, this is the re-check).
-    """
-    if epoch is None:
-        return None
-    for purge in Purge.objects.filter(workflow=workflow, epoch__gt=epoch).order_by("epoch"):
-        if purge.seqs and min(purge.seqs) <= up_to_seq:
-            return purge
-    return None
-
-
 def _forget_identifiers(workflow: Workflow, events: list[Event], detector: PurgedText) -> None:
     """Open tool calls and pending side effects name events by id; an id of a purged event that
     quotes the purged content is replaced by a neutral ``purged-seq-N`` (the count, which trigger
@@ -310,7 +297,6 @@ def _forget_identifiers(workflow: Workflow, events: list[Event], detector: Purge
 
 def _request_rederivation(workflow: Workflow, actor: Actor) -> None:
     """Derived summaries were scrubbed: ask for a fresh compaction of what remains (new purge epoch)."""
-    from memoryhub.compaction.jobs import request_compaction
 
     workflow.refresh_from_db()
     if workflow.head_seq:

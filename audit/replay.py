@@ -14,8 +14,9 @@ from django.utils import timezone
 
 from audit.content import range_label, runs, summary_unavailable
 from audit.lineage import compactor_config, job_ref, summary_job, validation_records
-from memoryhub.canonical import hash_text, sha256_hex
-from memoryhub.errors import InvalidInput, NotFound
+from memoryhub.context.assembly import manifest_hash, parse_context_id, recompute_manifest_hash
+from memoryhub.core.canonical import hash_text, sha256_hex
+from memoryhub.core.errors import InvalidInput, NotFound
 from memoryhub.models import ConsumerTrace, Event, Summary, Tenant
 
 BUNDLE_SCHEMA = "memoryhub.replay/v1"
@@ -63,7 +64,6 @@ def _manifest_check(trace: ConsumerTrace, summary: Summary | None, watermark: in
     """Recompute the manifest of what the consumer says it read (events keep their hashes after a
     purge, so this works on purged tails too) and compare it with the recorded manifest_hash. When
     the trace quotes a context id of ours, the manifest of that exact read is recomputed as well."""
-    from memoryhub.context import manifest_hash, parse_context_id, recompute_manifest_hash
 
     workflow = trace.workflow
     rows = Event.objects.filter(workflow=workflow, seq__gt=watermark, seq__lte=trace.tail_to_seq)

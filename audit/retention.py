@@ -19,8 +19,11 @@ from django.utils import timezone
 
 from audit.log import record
 from audit.models import Purge, RecordClass, RetentionPolicy
-from memoryhub.actors import Actor
-from memoryhub.errors import InvalidInput
+from audit.payloads import summary_payloads, tombstone_payload_ids
+from audit.purge import purge_events, tombstone_content
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import InvalidInput
+from memoryhub.memory import lifecycle
 from memoryhub.models import ConsumerTrace, Event, Summary, SummaryStatus, Tenant, Workflow
 
 TOOL_KINDS = ("tool_call", "tool_result")
@@ -84,8 +87,6 @@ class SweepReport:
 
 def sweep_tenant(tenant: Tenant, *, now=None) -> SweepReport:
     """Apply the tenant's retention policies once (idempotent: already-tombstoned rows are skipped)."""
-    from audit.payloads import summary_payloads, tombstone_payload_ids
-    from audit.purge import purge_events, tombstone_content
 
     now = now or timezone.now()
     policies = policies_for(tenant)
@@ -119,8 +120,6 @@ def sweep_tenant(tenant: Tenant, *, now=None) -> SweepReport:
                 report.summaries_scrubbed += len(outcome.scrubbed)
 
     if policies[RecordClass.SUMMARIES]:
-        from memoryhub import lifecycle
-
         cutoff = now - timedelta(days=cast(int, policies[RecordClass.SUMMARIES]))
         old = Summary.objects.filter(
             tenant=tenant, created_at__lt=cutoff, purged_by__isnull=True

@@ -1,7 +1,7 @@
 """Review actions from the dashboard (approve, activate, quarantine, reject, waive, release, rollback)
 and comments on a summary.
 
-A thin adapter over ``memoryhub.lifecycle``: it reads the form (a reason is always required,
+A thin adapter over ``memoryhub.memory.lifecycle``: it reads the form (a reason is always required,
 activate/rollback/approve-and-activate carry the revision the reviewer saw, a waiver names
 checks) and calls the lifecycle service, which appends the LifecycleEvent and the AuditEntry in
 one transaction. Who may press which button is ``lifecycle.allowed_actions`` (the API asks the
@@ -15,11 +15,14 @@ from typing import Any
 
 from django.db import transaction
 
+from audit.log import record
 from audit.models import SummaryComment
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
-from memoryhub.errors import InvalidInput, NotFound
-from memoryhub.models import Summary, Tenant
+from memoryhub.core.actors import Actor
+from memoryhub.core.canonical import hash_text
+from memoryhub.core.errors import InvalidInput, NotFound
+from memoryhub.memory import lifecycle
+from memoryhub.models import Summary, Tenant, ValidationRecord, Workflow
+from memoryhub.models import SummaryStatus as S
 
 MAX_REASON = lifecycle.MAX_REASON
 MAX_COMMENT = 4000
@@ -175,8 +178,6 @@ def add_comment(summary: Summary, actor: Actor, text: Any) -> SummaryComment:
 
     The text is held in the comment row, and the audit entry keeps its digest only, so a purge
     of the summary's workflow can erase it (comments quote source material)."""
-    from audit.log import record
-    from memoryhub.canonical import hash_text
 
     body = lifecycle.clean_reason(text, field="comment", limit=MAX_COMMENT)
     with transaction.atomic():
@@ -224,9 +225,6 @@ def inbox_queryset(tenant_id: int):
     checks (the latest validation record failed), quarantined. Unpurged only."""
     from django.db.models import OuterRef, Q, Subquery
 
-    from memoryhub.models import SummaryStatus as S
-    from memoryhub.models import ValidationRecord
-
     latest_passed = Subquery(
         ValidationRecord.objects.filter(summary=OuterRef("pk"))
         .order_by("-created_at", "-id")
@@ -245,8 +243,6 @@ def inbox_counts(tenant_id: int) -> dict[str, int]:
     """How many wait, by reason, in one query (the nav badge and the overview card)."""
     from django.db.models import Count, Q
 
-    from memoryhub.models import SummaryStatus as S
-
     awaiting = lifecycle.awaiting_approval(tenant_id).values("pk")
     return inbox_queryset(tenant_id).aggregate(
         total=Count("pk"),
@@ -263,7 +259,6 @@ def inbox_count(tenant_id: int) -> int:
 
 def review_inbox(tenant_id: int, limit: int = INBOX_LIMIT) -> list[InboxRow]:
     """The inbox rows, oldest first (by when the summary reached its current status)."""
-    from memoryhub.models import SummaryStatus as S
 
     rows = list(
         inbox_queryset(tenant_id)
@@ -282,7 +277,6 @@ def review_inbox(tenant_id: int, limit: int = INBOX_LIMIT) -> list[InboxRow]:
 
 def approve_and_activate_summary(summary: Summary, actor: Actor, reason: str):
     """Approve ``summary`` and make it live at the workflow's current revision (scripts, demo)."""
-    from memoryhub.models import Workflow
 
     revision = Workflow.objects.values_list("active_revision", flat=True).get(pk=summary.workflow_id)
     return lifecycle.approve_and_activate(summary, revision, actor, reason)

@@ -22,7 +22,7 @@ from typing import Any
 from audit.log import GENESIS_HASH, compute_entry_hash
 from audit.models import AuditChainHead, AuditEntry
 from audit.payloads import payload_digest
-from memoryhub.errors import InvalidInput
+from memoryhub.core.errors import InvalidInput
 from memoryhub.models import Tenant
 
 CHUNK = 2000

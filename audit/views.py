@@ -27,13 +27,15 @@ from audit.content import event_url, purge_note
 from audit.diff import diff_summaries, resolve_pair
 from audit.investigate import investigate
 from audit.lineage import artifact_lineage, get_artifact
-from audit.models import AuditEntry, Investigation
+from audit.models import AuditChainHead, AuditEntry, Investigation
 from audit.replay import get_trace, replay_bundle
+from audit.story import describe
 from audit.verify import verify_chain
-from memoryhub.actors import Actor
-from memoryhub.errors import DomainError, NotFound
+from memoryhub.core.errors import DomainError, NotFound
+from memoryhub.memory.lifecycle import ACTION_ROLES
 from memoryhub.models import Role, role_at_least
-from memoryhub.views.base import page_tenant, page_workflow
+from memoryhub.web.actors import request_actor
+from memoryhub.web.views.base import page_tenant, page_workflow
 
 AUDIT_PER_PAGE = 50
 RANGE_PER_PAGE = 200
@@ -86,7 +88,7 @@ def artifact_investigate(request: HttpRequest, artifact_id: str) -> HttpResponse
     fact = request.POST.get("fact", "")
     regex = request.POST.get("regex") in ("on", "true", "1")
     try:
-        result = investigate(context["artifact"], fact, Actor.from_request(request), regex=regex)
+        result = investigate(context["artifact"], fact, request_actor(request), regex=regex)
     except DomainError as exc:
         context.update(form_error=exc.detail, form_fact=fact, form_regex=regex)
         return render(request, "audit/artifact_detail.html", context, status=exc.status)
@@ -128,7 +130,7 @@ def event_range(request: HttpRequest, wf: str, from_seq: int, to_seq: int) -> Ht
     )
     paginator = Paginator(events, RANGE_PER_PAGE)
     # Seqs are gapless: the count is arithmetic, not a COUNT(*) over a possibly million-event range.
-    paginator.count = max(0, min(to_seq, workflow.head_seq) - from_seq + 1)  # type: ignore[misc]
+    paginator.count = max(0, min(to_seq, workflow.head_seq) - from_seq + 1)
     page = paginator.get_page(request.GET.get("page"))
     q = request.GET.get("q", "").strip()
     rows = []
@@ -232,8 +234,6 @@ def filtered_entries(tenant, filters: dict[str, str]):
 @login_required
 @require_GET
 def audit_log(request: HttpRequest) -> HttpResponse:
-    from audit.story import describe
-
     tenant, _ = page_tenant(request)
     filters = {f: request.GET.get(f, "").strip() for f in AUDIT_FILTERS}
     page = Paginator(filtered_entries(tenant, filters), AUDIT_PER_PAGE).get_page(request.GET.get("page"))
@@ -266,8 +266,6 @@ def _chain_status(tenant, *, force: bool = False) -> dict:
     """
     from django.core.cache import cache
 
-    from audit.models import AuditChainHead
-
     head = AuditChainHead.objects.filter(tenant=tenant).values_list("seq", "entry_hash").first() or (0, "")
     key = f"audit-chain:{tenant.pk}:{head[0]}:{head[1]}"
     result = None if force else cache.get(key)
@@ -292,7 +290,7 @@ def _safe_next(request: HttpRequest, fallback: str) -> str:
 @login_required
 @require_http_methods(["GET", "POST"])
 def summary_action(request: HttpRequest, summary_id: str, action: str) -> HttpResponse:
-    """GET: a confirmation form; POST: run the review action through memoryhub.lifecycle."""
+    """GET: a confirmation form; POST: run the review action through memoryhub.memory.lifecycle."""
     if action not in review.ACTIONS:
         raise Http404(f"Unknown review action {action!r}.")
     tenant, role = page_tenant(request)
@@ -323,7 +321,7 @@ def summary_action(request: HttpRequest, summary_id: str, action: str) -> HttpRe
         result = review.run_action(
             action,
             summary,
-            Actor.from_request(request),
+            request_actor(request),
             reason=form["reason"],
             expected_revision=form["expected_revision"],
             checks=form["checks"],
@@ -339,7 +337,6 @@ def summary_action(request: HttpRequest, summary_id: str, action: str) -> HttpRe
 @require_POST
 def summary_comment(request: HttpRequest, summary_id: str) -> HttpResponse:
     """Add a comment to a summary's discussion (reviewer or above; audited)."""
-    from memoryhub.lifecycle import ACTION_ROLES
 
     tenant, role = page_tenant(request)
     try:
@@ -349,7 +346,7 @@ def summary_comment(request: HttpRequest, summary_id: str) -> HttpResponse:
     _require_role(role, ACTION_ROLES["comment"])
     url = reverse("memoryhub:summary-detail", args=[summary.summary_id])
     try:
-        comment = review.add_comment(summary, Actor.from_request(request), request.POST.get("text"))
+        comment = review.add_comment(summary, request_actor(request), request.POST.get("text"))
     except DomainError as exc:
         messages.error(request, exc.detail)
         return redirect(f"{url}#comments")

@@ -14,10 +14,10 @@ from django.urls import path
 from audit.models import Purge, RecordClass
 from audit.purge import parse_selector, purge_events
 from audit.retention import policies_for, set_policies
-from memoryhub.actors import Actor
-from memoryhub.errors import DomainError
+from memoryhub.core.errors import DomainError
 from memoryhub.models import Role, role_at_least
-from memoryhub.views.base import page_tenant, page_workflow
+from memoryhub.web.actors import request_actor
+from memoryhub.web.views.base import page_tenant, page_workflow
 
 
 def _require_admin(role: str | None) -> None:
@@ -35,7 +35,7 @@ def retention(request: HttpRequest) -> HttpResponse:
             raw = request.POST.get(rc.value, "").strip()
             policies[rc.value] = int(raw) if raw.isdigit() else None
         try:
-            set_policies(tenant, policies, Actor.from_request(request))
+            set_policies(tenant, policies, request_actor(request))
             messages.success(request, "Retention policies saved.")
             return redirect("memoryhub:retention")
         except DomainError as exc:
@@ -63,9 +63,7 @@ def purge_form(request: HttpRequest, wf: str) -> HttpResponse:
                 data = {"seqs": [_int(s) for s in form["seqs"].replace(",", " ").split()]}
             else:
                 data = {"subject": form["subject"]}
-            outcome = purge_events(
-                workflow, parse_selector(data), Actor.from_request(request), form["reason"]
-            )
+            outcome = purge_events(workflow, parse_selector(data), request_actor(request), form["reason"])
             messages.success(
                 request,
                 f"Purge {outcome.purge.purge_id}: {len(outcome.seqs)} events tombstoned, "

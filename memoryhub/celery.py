@@ -8,19 +8,19 @@ from typing import Any
 
 from celery import Celery
 
+from memoryhub.schedules import BEAT_SCHEDULE
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryhub.settings")
 
 app = Celery("memoryhub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["memoryhub", "memoryhub.compaction", "memoryhub.alerting", "audit", "triggers"])
+app.autodiscover_tasks(["memoryhub", "memoryhub.pipeline", "memoryhub.observe.alerting", "audit", "triggers"])
 
 DEFAULT_PUBLISH_TIMEOUT = 0.5
 
 
 @app.on_after_configure.connect
 def _install_schedule(sender, **kwargs):
-    from memoryhub.schedules import BEAT_SCHEDULE
-
     sender.conf.beat_schedule = BEAT_SCHEDULE
 
 
@@ -55,6 +55,16 @@ def publish_transport_options(url: str, timeout: float) -> dict[str, Any]:
     if scheme in ("amqp", "amqps", "pyamqp"):
         return {"read_timeout": timeout, "write_timeout": timeout, "max_retries": 0}
     return {"max_retries": 0}
+
+
+def task_named(name: str) -> Any:
+    """The registered task ``name``: publishers name tasks instead of importing their modules, so
+    the code that requests work never imports the Celery task wrappers that run it."""
+    task = app.tasks.get(name)
+    if task is None:  # this process has not imported the tasks modules yet (autodiscovery)
+        app.loader.import_default_modules()
+        task = app.tasks[name]
+    return task
 
 
 def publish(task: Any, **options: Any) -> Any:

@@ -7,7 +7,7 @@ at most that bound: the row stays unpublished and ``sweep`` (beat, memoryhub.swe
 publishes it once the broker answers. The task calls ``claim`` first, so a message that was
 published twice (a slow publish that did arrive, then the sweeper) runs once.
 
-Compaction jobs have their own outbox (the job row, memoryhub.compaction.jobs).
+Compaction jobs have their own outbox (the job row, memoryhub.pipeline.jobs).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from memoryhub.celery import publish as bounded_publish
+from memoryhub.celery import task_named
 from memoryhub.models import OutboxMessage, Tenant
 
 logger = logging.getLogger(__name__)
@@ -39,18 +41,12 @@ def send_after_commit(
 
 def publish(message_id: int) -> bool:
     """Try to hand the message to the broker once; never raises (False = left for the sweeper)."""
-    from memoryhub.celery import app
-    from memoryhub.celery import publish as bounded_publish
 
     message = OutboxMessage.objects.filter(pk=message_id).first()
     if message is None:
         return False
     try:
-        task = app.tasks.get(message.task)
-        if task is None:  # this process has not imported the tasks modules yet (autodiscovery)
-            app.loader.import_default_modules()
-            task = app.tasks[message.task]
-        bounded_publish(task, kwargs={**message.kwargs, "outbox_id": message.pk})
+        bounded_publish(task_named(message.task), kwargs={**message.kwargs, "outbox_id": message.pk})
     except Exception as exc:  # broker down or hung, unknown task: the row is the durable record
         logger.warning("outbox message %s (%s) not published: %s", message.pk, message.task, exc)
         OutboxMessage.objects.filter(pk=message.pk).update(publish_attempts=F("publish_attempts") + 1)

@@ -60,16 +60,16 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "memoryhub.middleware.ApiBodyLimitMiddleware",
-    "memoryhub.db_router.ReplicaReadsMiddleware",
-    "memoryhub.middleware.HostileInputMiddleware",
+    "memoryhub.web.middleware.ApiBodyLimitMiddleware",
+    "memoryhub.core.db_router.ReplicaReadsMiddleware",
+    "memoryhub.web.middleware.HostileInputMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "memoryhub.middleware.CurrentTenantMiddleware",
+    "memoryhub.web.middleware.CurrentTenantMiddleware",
 ]
 
 ROOT_URLCONF = "memoryhub.urls"
@@ -85,7 +85,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "memoryhub.context_processors.tenancy",
+                "memoryhub.web.context_processors.tenancy",
             ],
         },
     },
@@ -109,15 +109,15 @@ else:
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
     # A reused connection that died (failover, restart) is replaced instead of failing a request.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-# A streaming read replica (PostgreSQL): lag-tolerant reads go there (memoryhub/db_router.py).
+# A streaming read replica (PostgreSQL): lag-tolerant reads go there (memoryhub/core/db_router.py).
 if env("DATABASE_REPLICA_URL", default=""):
     DATABASES["replica"] = env.db("DATABASE_REPLICA_URL")
     DATABASES["replica"]["CONN_MAX_AGE"] = DATABASES["default"].get("CONN_MAX_AGE", 0)
     DATABASES["replica"]["CONN_HEALTH_CHECKS"] = True
     DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
-    DATABASE_ROUTERS = ["memoryhub.db_router.ReplicaRouter"]
+    DATABASE_ROUTERS = ["memoryhub.core.db_router.ReplicaRouter"]
 # PostgreSQL: the event table is PARTITION BY HASH (workflow_id) with this many partitions, set
-# when migration 0017 runs (0 = one plain table). See memoryhub/partitioning.py.
+# when migration 0017 runs (0 = one plain table). See memoryhub/core/partitioning.py.
 MEMORYHUB_EVENT_PARTITIONS = env.int("MEMORYHUB_EVENT_PARTITIONS", default=16)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 IS_POSTGRES = DATABASES["default"]["ENGINE"].endswith("postgresql")
@@ -247,21 +247,21 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # --- REST framework -------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "memoryhub.api.auth.ApiKeyAuthentication",
+        "memoryhub.web.api.auth.ApiKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["memoryhub.api.permissions.TenantMember"],
+    "DEFAULT_PERMISSION_CLASSES": ["memoryhub.web.api.permissions.TenantMember"],
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
         "rest_framework.filters.SearchFilter",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_PAGINATION_CLASS": "memoryhub.api.pagination.StandardPagination",
+    "DEFAULT_PAGINATION_CLASS": "memoryhub.web.api.pagination.StandardPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "memoryhub.api.schema.MemoryHubAutoSchema",
-    "EXCEPTION_HANDLER": "memoryhub.api.errors.json_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "memoryhub.web.api.schema.MemoryHubAutoSchema",
+    "EXCEPTION_HANDLER": "memoryhub.web.api.errors.json_exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["memoryhub.api.parsers.SafeJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["memoryhub.web.api.parsers.SafeJSONParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "DEFAULT_THROTTLE_RATES": {
         "review": env("MEMORYHUB_THROTTLE_REVIEW", default="120/min"),
@@ -313,7 +313,7 @@ else:
         }
     }
 
-# --- Login lockout (memoryhub/login_throttle.py) ---------------------------------------------
+# --- Login lockout (memoryhub/web/login_throttle.py) ---------------------------------------------
 # Failed or not, every login POST takes one attempt from two budgets: the client address's and
 # the account's (the username as typed, case-folded). Either budget spent = 429 until the window
 # ends. Rates are "<count>/<s|min|h|d>"; MEMORYHUB_THROTTLE_LOGIN (below) sets both.
@@ -344,7 +344,7 @@ X_FRAME_OPTIONS = "DENY"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact": {"()": "memoryhub.redaction.RedactingFilter"}},
+    "filters": {"redact": {"()": "memoryhub.core.redaction.RedactingFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="WARNING")},
 }

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from memoryhub import outbox
 from memoryhub.celery import app
 
 
 @app.task(name="memoryhub.sweep_task_outbox", ignore_result=True, expires=25)
 def sweep_task_outbox() -> dict[str, int]:
     """Beat, every 30 s: publish task messages a request could not hand to the broker."""
-    from memoryhub import outbox
 
     return outbox.sweep()

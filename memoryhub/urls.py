@@ -6,11 +6,11 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from memoryhub.api.otel import otlp_patterns
-from memoryhub.api.urls import urlpatterns as api_meta
-from memoryhub.api.urls import v1_patterns
-from memoryhub.pages import urlpatterns as page_patterns
-from memoryhub.views.auth import ThrottledLoginView
+from memoryhub.web.api.otel import otlp_patterns
+from memoryhub.web.api.urls import urlpatterns as api_meta
+from memoryhub.web.api.urls import v1_patterns
+from memoryhub.web.pages import urlpatterns as page_patterns
+from memoryhub.web.views.auth import ThrottledLoginView
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -25,6 +25,6 @@ urlpatterns = [
     path("", include((page_patterns, "memoryhub"), namespace="memoryhub")),
 ]
 
-handler403 = "memoryhub.pages.handler403"
-handler404 = "memoryhub.pages.handler404"
-handler500 = "memoryhub.pages.handler500"
+handler403 = "memoryhub.web.pages.handler403"
+handler404 = "memoryhub.web.pages.handler404"
+handler500 = "memoryhub.web.pages.handler500"

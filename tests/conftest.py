@@ -7,8 +7,8 @@ import pytest
 from django.conf import settings
 from rest_framework.test import APIClient
 
+from memoryhub.accounts.tenancy import add_member, create_tenant, issue_api_key
 from memoryhub.models import Role
-from memoryhub.tenancy import add_member, create_tenant, issue_api_key
 
 PASSWORD = "correct-horse-battery"
 

@@ -1,11 +1,11 @@
 """Every state a test needs, reached through the real services.
 
-Tenants, members and keys go through ``memoryhub.tenancy``; workflows and events through
-``create_workflow``/``append_events``; summaries through ``create_summary`` and the lifecycle
-(validate, waive, approve, activate, rollback, quarantine); traces and artifacts through
-``record_trace``/``record_artifact``; purges through ``audit.purge``; policies, decisions, channels
-and alert rules through their services. So a test only ever sees states the application can
-produce, with the audit entries and lifecycle rows that come with them.
+Tenants, members and keys (the tests/conftest.py fixtures) go through ``memoryhub.accounts.tenancy``;
+workflows and events through ``create_workflow``/``append_events``; summaries through
+``create_summary`` and the lifecycle (validate, waive, approve, activate, rollback, quarantine);
+traces and artifacts through ``record_trace``/``record_artifact``; purges through ``audit.purge``;
+policies, channels and alert rules through their services. So a test only ever sees states the
+application can produce, with the audit entries and lifecycle rows that come with them.
 
 The few builders that cannot go through a service say so in their name (``…_bypassing_services``
 or ``imported_…``) and their docstring says why; tests that tamper with rows on purpose carry
@@ -19,10 +19,18 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from django.utils import timezone
+
 from audit.models import Purge
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
-from memoryhub.events import append_events, parse_batch
+from audit.purge import purge_events
+from memoryhub.compaction.samples import payments_workflow
+from memoryhub.context.assembly import assemble_context
+from memoryhub.context.traces import record_artifact, record_trace
+from memoryhub.core.actors import Actor
+from memoryhub.memory import lifecycle
+from memoryhub.memory.events import append_events, parse_batch
+from memoryhub.memory.summaries import create_summary
+from memoryhub.memory.workflows import create_workflow
 from memoryhub.models import (
     AlertRule,
     Artifact,
@@ -31,26 +39,18 @@ from memoryhub.models import (
     ConsumerTrace,
     LifecycleEvent,
     Summary,
-    Tenant,
     Workflow,
 )
-from memoryhub.summaries import create_summary
-from memoryhub.workflows import create_workflow
+from memoryhub.observe.alerting.services import create_channel, create_rule, update_rule
+from memoryhub.pipeline.jobs import idempotency_key
+from triggers.models import TriggerDecision
+from triggers.services import save_policy
 
 TEST_ACTOR = Actor.system("tests")
 WORKER = Actor.worker("memoryhub.compaction.run_job", "task-1#1")
 REVIEWER = Actor.user("bob")
 ADMIN = Actor.user("alice")
 AGENTS = Actor.api_key("agents", "abcd1234")
-
-# --- tenancy ----------------------------------------------------------------------------------
-
-
-def make_tenant(slug: str = "acme", name: str = "") -> Tenant:
-    from memoryhub.tenancy import create_tenant
-
-    return create_tenant(slug, name)
-
 
 # --- workflows and events ---------------------------------------------------------------------
 
@@ -101,8 +101,6 @@ def history(workflow: Workflow, n: int, special: dict[int, str] | None = None) -
 
 def payments(tenant, external_id: str = "api-tests-42", *, rounds: int = 4) -> Workflow:
     """A workflow holding ``rounds`` rounds of the sample payments conversation (compaction input)."""
-    from memoryhub.compaction.samples import payments_workflow
-
     workflow = make_workflow(tenant, external_id)
     append(workflow, payments_workflow(rounds=rounds))
     return workflow
@@ -294,8 +292,6 @@ def require_approval(tenant, workflow: Workflow | None = None, required: bool = 
 
 def policy(tenant, workflow: Workflow | None = None, **fields: Any):
     """Save these policy fields over the policy in effect (``triggers.services.save_policy``)."""
-    from triggers.services import save_policy
-
     row, _spec = save_policy(tenant, fields, ADMIN, workflow=workflow, partial=True)
     return row
 
@@ -320,10 +316,6 @@ def imported_job(
     can neither write the content a test chooses nor report the token counts, cost and latency it
     needs. The row is what a worker writes when it finishes (one attempt, the outcome, the numbers).
     """
-    from django.utils import timezone
-
-    from memoryhub.compaction.jobs import idempotency_key
-
     now = timezone.now()
     finished = status in ("SUCCEEDED", "FAILED")
     end = finished_at if finished_at is not None else (now if finished else None)
@@ -366,8 +358,6 @@ def decision_row_bypassing_services(
     recorded carry ``hard_limit=0`` (the column's default), and the engine never logs a
     ``continue`` over the hard limit while its emergency guard is on. Metrics must read both.
     """
-    from triggers.models import TriggerDecision
-
     return TriggerDecision.objects.create(
         tenant=workflow.tenant,
         workflow=workflow,
@@ -413,8 +403,6 @@ def trace(
         "input_tokens": 4000,
         **fields,
     }
-    from memoryhub.traces import record_trace
-
     recorded, _ = record_trace(workflow, data, AGENTS)
     return recorded
 
@@ -423,8 +411,6 @@ def read_and_trace(
     workflow: Workflow, call: str, *, agent: str = "publisher", tail_to_seq: int | None = None, **fields: Any
 ) -> ConsumerTrace:
     """Read the context like an agent, then record the model call that consumed it."""
-    from memoryhub.context import assemble_context
-
     workflow.refresh_from_db()
     ctx = assemble_context(workflow)
     summary = Summary.objects.get(summary_id=ctx["summary"]["summary_id"]) if ctx["summary"] else None
@@ -442,8 +428,6 @@ def artifact(
     workflow: Workflow, artifact_id: str, traces: list[ConsumerTrace], *, score: float | None = None
 ) -> Artifact:
     """``record_artifact`` of an artifact the traced model calls produced."""
-    from memoryhub.traces import record_artifact
-
     recorded, _ = record_artifact(
         workflow,
         {
@@ -478,8 +462,6 @@ def orphan_artifact_bypassing_services(
 
 def purge(workflow: Workflow, seqs: list[int], *, reason: str = "subject erasure request") -> Purge:
     """``audit.purge.purge_events`` of these seqs by an admin (summaries derived from them follow)."""
-    from audit.purge import purge_events
-
     outcome = purge_events(workflow, {"seqs": seqs}, ADMIN, reason)
     workflow.refresh_from_db()
     return outcome.purge
@@ -490,8 +472,6 @@ def purge(workflow: Workflow, seqs: list[int], *, reason: str = "subject erasure
 
 def alert_channel(tenant, **fields: Any) -> Channel:
     """``create_channel`` (a webhook to example.com unless told otherwise)."""
-    from memoryhub.alerting.services import create_channel
-
     data = {"kind": "webhook", "name": "ops hook", **fields}
     if data["kind"] != "email":
         data.setdefault("url", "https://hooks.example.com/mh")
@@ -500,8 +480,6 @@ def alert_channel(tenant, **fields: Any) -> Channel:
 
 def alert_rule(tenant, *channels: Channel, **fields: Any) -> AlertRule:
     """``create_rule`` (due at once). Default: critical on any stale activation in 15 minutes."""
-    from memoryhub.alerting.services import create_rule
-
     data = {
         "name": "Stale activations",
         "metric": "stale_activation_attempts",
@@ -517,8 +495,6 @@ def alert_rule(tenant, *channels: Channel, **fields: Any) -> AlertRule:
 def only_rule(tenant, *channels: Channel, **fields: Any) -> AlertRule:
     """``alert_rule`` after disabling every other rule of the tenant (the defaults included), so
     evaluations see this one alone."""
-    from memoryhub.alerting.services import update_rule
-
     for other in AlertRule.objects.filter(tenant=tenant, enabled=True):
         update_rule(other, {"enabled": False}, ADMIN)
     return alert_rule(tenant, *channels, **fields)

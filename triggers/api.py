@@ -14,12 +14,13 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serial
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 
-from memoryhub.api.common import WF, TenantAPIView, body_object, int_param
-from memoryhub.api.serializers import ErrorSerializer
-from memoryhub.errors import InvalidInput
-from memoryhub.models import Role, Tenant
-from triggers import services
+from memoryhub.core.errors import InvalidInput
+from memoryhub.models import Role
+from memoryhub.web.api.common import WF, TenantAPIView, body_object, int_param
+from memoryhub.web.api.serializers import ErrorSerializer
+from triggers import policy, services
 from triggers.engine import ACTIONS, MAX_INPUT_COUNT, PolicySpec, export_langchain, export_langmem
+from triggers.figures import simulation_figure
 
 
 class PolicySerializer(serializers.Serializer):
@@ -47,7 +48,7 @@ class PolicyOutSerializer(PolicySerializer):
     usable_input_tokens = serializers.IntegerField()
     hard_limit = serializers.IntegerField()
     trigger_tokens = serializers.IntegerField()
-    source = serializers.ChoiceField(choices=["workflow", "tenant", "default"])  # type: ignore[assignment]
+    source = serializers.ChoiceField(choices=["workflow", "tenant", "default"])  # type: ignore[assignment]  # API field name shadows Field.source
     updated_at = serializers.DateTimeField(allow_null=True)
     updated_by = serializers.CharField()
 
@@ -132,11 +133,6 @@ _EXPORT_PARAMS = [
 ]
 
 
-def _tenant(request: Any) -> Tenant:
-    """The tenant the TenantMember permission resolved for this request."""
-    return request.tenant
-
-
 def _export(spec: PolicySpec, params: Any) -> dict[str, Any]:
     keep = int_param(params, "keep_recent_tokens", None)
     step = int_param(params, "typical_step_tokens", 0) or 0
@@ -158,28 +154,28 @@ class _PolicyView(TenantAPIView):
         return self.workflow(wf) if wf is not None else None
 
     def _get(self, wf: str | None = None) -> Response:
-        spec, source, row = services.effective_policy(_tenant(self.request), self.scope(wf))
+        spec, source, row = policy.effective_policy(self.tenant, self.scope(wf))
         return Response(services.policy_payload(spec, source, row))
 
     def _save(self, wf: str | None, *, partial: bool) -> Response:
         workflow = self.scope(wf)
         row, spec = services.save_policy(
-            _tenant(self.request),
+            self.tenant,
             body_object(self.request),
             self.actor(),
             workflow=workflow,
             partial=partial,
             role=getattr(self.request, "role", None),
         )
-        source = services.SOURCE_WORKFLOW if workflow is not None else services.SOURCE_TENANT
+        source = policy.SOURCE_WORKFLOW if workflow is not None else policy.SOURCE_TENANT
         return Response(services.policy_payload(spec, source, row))
 
     def _delete(self, wf: str | None = None) -> Response:
         workflow = self.scope(wf)
         services.delete_policy(
-            _tenant(self.request), self.actor(), workflow=workflow, role=getattr(self.request, "role", None)
+            self.tenant, self.actor(), workflow=workflow, role=getattr(self.request, "role", None)
         )
-        spec, source, row = services.effective_policy(_tenant(self.request), workflow)
+        spec, source, row = policy.effective_policy(self.tenant, workflow)
         return Response(services.policy_payload(spec, source, row))
 
 
@@ -232,13 +228,13 @@ class TenantPolicy(_PolicyView):
 class WorkflowPolicyExport(TenantAPIView):
     @extend_schema(parameters=_EXPORT_PARAMS, responses={200: OpenApiTypes.OBJECT, 404: ErrorSerializer})
     def get(self, request, wf: str):
-        return Response(_export(services.policy_for(self.workflow(wf)), request.query_params))
+        return Response(_export(policy.policy_for(self.workflow(wf)), request.query_params))
 
 
 class TenantPolicyExport(TenantAPIView):
     @extend_schema(parameters=_EXPORT_PARAMS, responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
-        spec, _, _ = services.effective_policy(_tenant(request))
+        spec, _, _ = policy.effective_policy(self.tenant)
         return Response(_export(spec, request.query_params))
 
 
@@ -254,7 +250,7 @@ class WorkflowTrigger(TenantAPIView):
         enqueue = body.pop("enqueue", False)
         if not isinstance(enqueue, bool):
             raise InvalidInput("enqueue must be true or false", code="invalid_trigger_input")
-        workflow = services.workflow_for_decision(_tenant(request), wf)
+        workflow = services.workflow_for_decision(self.tenant, wf)
         row = services.decide(workflow, body, self.actor(), enqueue=enqueue)
         return Response(services.decision_payload(row))
 
@@ -282,6 +278,7 @@ class WorkflowDecisions(generics.ListAPIView, TenantAPIView):
 
     def list(self, request, *args, **kwargs):
         page = self.paginate_queryset(self.get_queryset())
+        assert page is not None  # StandardPagination has a fixed page_size: it always pages
         return self.get_paginated_response([services.decision_payload(row) for row in page])
 
 
@@ -294,7 +291,7 @@ class Evaluate(TenantAPIView):
         request=EvaluateRequestSerializer, responses={200: DecisionSerializer, 400: ErrorSerializer}
     )
     def post(self, request):
-        return Response(services.evaluate_what_if(_tenant(request), body_object(request)))
+        return Response(services.evaluate_what_if(self.tenant, body_object(request)))
 
 
 class WorkflowSimulate(TenantAPIView):
@@ -316,8 +313,6 @@ class WorkflowSimulate(TenantAPIView):
         responses={200: _SIM_OUT, 400: ErrorSerializer, 404: ErrorSerializer},
     )
     def post(self, request, wf: str):
-        from triggers.figures import simulation_figure
-
         result = services.simulate_workflow(self.workflow(wf), body_object(request))
         result["figure"] = simulation_figure(result)
         return Response(result)
@@ -342,9 +337,7 @@ class Simulate(TenantAPIView):
         responses={200: _SIM_OUT, 400: ErrorSerializer},
     )
     def post(self, request):
-        from triggers.figures import simulation_figure
-
-        result = services.simulate_steps(_tenant(request), body_object(request))
+        result = services.simulate_steps(self.tenant, body_object(request))
         result["figure"] = simulation_figure(result)
         return Response(result, status=status.HTTP_200_OK)
 

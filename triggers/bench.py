@@ -36,14 +36,16 @@ from typing import Any
 
 from django.db import connection
 
-from memoryhub.actors import Actor
+from memoryhub.accounts.tenancy import create_tenant
 from memoryhub.bench.synthetic import synthetic_events
-from memoryhub.events import append_events, parse_batch
-from memoryhub.tenancy import create_tenant
-from memoryhub.tokens import DEFAULT_ENCODING, get_encoding
-from memoryhub.workflows import create_workflow
+from memoryhub.core.actors import Actor
+from memoryhub.core.tokens import DEFAULT_ENCODING, get_encoding
+from memoryhub.memory.events import append_events, parse_batch
+from memoryhub.memory.workflows import create_workflow
+from memoryhub.models import Tenant, Workflow
 from triggers import services
 from triggers.engine import DecisionInputs, PolicySpec, evaluate
+from triggers.policy import policy_for
 
 DEFAULT_SIZES = (1_000, 10_000, 100_000)
 
@@ -103,7 +105,9 @@ def _timed(fn: Callable[[], Any], *, repeats: int, budget_s: float = 5.0) -> dic
     }
 
 
-def _build_workflow(tenant, external_id: str, contents: list[dict[str, Any]], log) -> Any:
+def _build_workflow(
+    tenant: Tenant, external_id: str, contents: list[dict[str, Any]], log: Callable[[str], None]
+) -> Workflow:
     workflow, _ = create_workflow(tenant, external_id, actor=Actor.system("bench"))
     for lo in range(0, len(contents), 1_000):
         events, _ = parse_batch({"events": contents[lo : lo + 1_000]})
@@ -126,7 +130,7 @@ def _langchain_middleware_check(messages: list[Any]) -> Callable[[], Any] | None
     middleware = SummarizationMiddleware(model=FakeListChatModel(responses=["-"]), trigger=("tokens", 10**12))
     state = {"messages": messages}
     middleware.before_model(state, None)  # type: ignore[arg-type]  # assigns message ids once, as a graph would
-    return lambda: middleware.before_model(state, None)  # type: ignore[arg-type]
+    return lambda: middleware.before_model(state, None)  # type: ignore[arg-type]  # as above
 
 
 def _speedup(baseline: dict[str, float] | None, ours: dict[str, float]) -> float | None:
@@ -169,7 +173,7 @@ def _measure(tenant, workflow, payload, *, decisions: int, baseline_repeats: int
         return services.evaluate_for(wf, step)[0].action
 
     # A next step that takes the projection just over the safe budget: "compact".
-    spec = services.policy_for(workflow)
+    spec = policy_for(workflow)
     big_step = {"expected_next_step_tokens": spec.safe_budget - workflow.history_tokens + 1}
 
     def logged() -> str:

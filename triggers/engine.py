@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from memoryhub.quality import default_quality, merged_quality, quality_errors
+from memoryhub.core.quality import default_quality, merged_quality, quality_errors
 
 ACTION_CONTINUE = "continue"
 ACTION_COMPACT = "compact"
@@ -137,7 +137,7 @@ class PolicySpec:
     require_approval: bool = False
     strategies: dict[str, dict[str, Any]] = field(default_factory=default_strategies)
     # Compaction quality gate: validator version, per-class retention floors, fabricated limit
-    # (memoryhub.quality.default_quality()).
+    # (memoryhub.core.quality.default_quality()).
     quality: dict[str, Any] = field(default_factory=default_quality)
 
     # -- derived numbers -------------------------------------------------------------------

@@ -11,7 +11,7 @@ from typing import Any
 
 from django import forms
 
-from memoryhub.errors import InvalidInput
+from memoryhub.core.errors import InvalidInput
 from triggers.engine import STRATEGY_LABELS, STRATEGY_NAMES, STRATEGY_SCHEMA, PolicySpec
 
 SCALARS = (

@@ -31,7 +31,7 @@ class ContextPolicy(models.Model):
     hard_limit_tokens = models.PositiveIntegerField(null=True, blank=True)
     require_approval = models.BooleanField(default=False)
     strategies = models.JSONField(default=dict, blank=True)
-    # Validator version, per-class retention floors and fabricated limit (memoryhub.quality);
+    # Validator version, per-class retention floors and fabricated limit (memoryhub.core.quality);
     # empty means the defaults (rules-6).
     quality = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)

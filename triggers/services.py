@@ -17,11 +17,15 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Field, Q, QuerySet
+from django.db.models import F, Field, QuerySet
 from django.utils import timezone
 
-from memoryhub.actors import Actor
-from memoryhub.errors import Forbidden, InvalidInput, NotFound
+from audit.log import record
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import Forbidden, InvalidInput, NotFound
+from memoryhub.core.tokens import known_encoding
+from memoryhub.memory.quality_service import parse_estimate, record_trigger_estimate
+from memoryhub.memory.workflows import get_workflow
 from memoryhub.models import (
     ConsumerTrace,
     Event,
@@ -32,9 +36,7 @@ from memoryhub.models import (
     Workflow,
     role_at_least,
 )
-from memoryhub.quality_service import parse_estimate, record_trigger_estimate
-from memoryhub.tokens import known_encoding
-from memoryhub.workflows import get_workflow
+from memoryhub.pipeline.jobs import request_compaction
 from triggers.engine import (
     ACTION_COMPACT,
     ACTION_RETRIEVE_OR_BLOCK,
@@ -45,23 +47,12 @@ from triggers.engine import (
     evaluate,
 )
 from triggers.models import ContextPolicy, TriggerDecision
-
-# PolicySpec fields stored as ContextPolicy columns (strategies is a JSON column).
-POLICY_FIELDS = (
-    "model",
-    "encoding",
-    "context_window",
-    "reserve_system",
-    "reserve_retrieval",
-    "reserve_output",
-    "safety_margin",
-    "target_tokens",
-    "min_new_tokens",
-    "min_interval_seconds",
-    "hard_limit_tokens",
-    "require_approval",
-    "strategies",
-    "quality",
+from triggers.policy import (
+    POLICY_FIELDS,
+    SOURCE_DEFAULT,
+    SOURCE_TENANT,
+    SOURCE_WORKFLOW,
+    effective_policy,
 )
 
 # Inputs the stateful call takes from the caller; the rest come from the workflow's totals.
@@ -80,7 +71,6 @@ STATEFUL_FIELDS = {
 }
 SERVER_FIELDS = {"current_tokens", "tokens_since_last_compaction", "seconds_since_last_compaction"}
 
-SOURCE_WORKFLOW, SOURCE_TENANT, SOURCE_DEFAULT = "workflow", "tenant", "default"
 
 # Recorded-growth replays are capped so a simulator request stays bounded.
 MAX_SIMULATION_EVENTS = 100_000
@@ -97,51 +87,6 @@ def _errors_to_invalid(errors: list[tuple[str, str]], *, code: str, prefix: str 
 # --------------------------------------------------------------------------------------------
 # Policies
 # --------------------------------------------------------------------------------------------
-
-
-def spec_from_row(row: ContextPolicy) -> PolicySpec:
-    """The engine's view of a stored policy (missing strategies take their defaults)."""
-    data = {name: getattr(row, name) for name in POLICY_FIELDS}
-    return PolicySpec.from_dict(data)
-
-
-def policy_row_for(
-    tenant: Tenant | int, workflow: Workflow | None = None
-) -> tuple[ContextPolicy | None, str]:
-    """The stored policy that applies and where it comes from, in one query (tenant: row or id)."""
-    if workflow is None:
-        row = ContextPolicy.objects.filter(tenant=tenant, workflow__isnull=True).first()
-        return row, (SOURCE_TENANT if row else SOURCE_DEFAULT)
-    # By id, so a workflow fetched without its tenant costs no extra query.
-    rows = list(
-        ContextPolicy.objects.filter(
-            Q(workflow_id=workflow.pk) | Q(workflow__isnull=True), tenant_id=workflow.tenant_id
-        ).order_by(F("workflow").asc(nulls_last=True))[:2]
-    )
-    for row in rows:
-        if row.workflow_id == workflow.pk:
-            return row, SOURCE_WORKFLOW
-    if rows:
-        return rows[0], SOURCE_TENANT
-    return None, SOURCE_DEFAULT
-
-
-def effective_policy(
-    tenant: Tenant | int, workflow: Workflow | None = None
-) -> tuple[PolicySpec, str, ContextPolicy | None]:
-    """(spec, source, row): the workflow override, else the tenant default, else the seed defaults."""
-    row, source = policy_row_for(tenant, workflow)
-    return (spec_from_row(row) if row else PolicySpec()), source, row
-
-
-def policy_for(workflow: Workflow) -> PolicySpec:
-    """The policy that governs ``workflow`` (service contract used by other areas)."""
-    return effective_policy(workflow.tenant_id, workflow)[0]
-
-
-def require_approval_for(workflow: Workflow) -> bool:
-    """Whether activation needs a human approval under the workflow's policy."""
-    return policy_for(workflow).require_approval
 
 
 def policy_payload(spec: PolicySpec, source: str, row: ContextPolicy | None = None) -> dict[str, Any]:
@@ -231,7 +176,6 @@ def save_policy(
     fields take the defaults (PUT). Nothing is written when any field is invalid, or when a
     non-admin ``role`` would lower a safeguard (see ``check_not_weaker``).
     """
-    from audit.log import record
 
     current = effective_policy(tenant, workflow)[0]
     base = current if partial else None
@@ -265,7 +209,6 @@ def delete_policy(
 ) -> bool:
     """Remove an override (or the tenant default); the next level up applies again (a non-admin
     may not remove an override whose removal lowers a safeguard)."""
-    from audit.log import record
 
     if workflow is not None:
         after = effective_policy(tenant)[0]
@@ -405,7 +348,7 @@ def workflow_for_decision(tenant: Tenant, external_id: str) -> Workflow:
     if found is None:
         raise NotFound(f"workflow {external_id!r} not found", code="workflow_not_found")
     workflow, spec, source, newest_status = found
-    workflow._decision_prefetch = {  # type: ignore[attr-defined]
+    workflow._decision_prefetch = {  # type: ignore[attr-defined]  # read back by decision_policy and _last_candidate_failed
         "policy": (spec, source),
         "last_summary_status": newest_status,
     }
@@ -537,8 +480,6 @@ def decide(
     # to its decision.
     with transaction.atomic() if enqueue or estimate else nullcontext():
         if enqueue and decision.action == ACTION_COMPACT:
-            from memoryhub.compaction.jobs import request_compaction
-
             row.job, _ = request_compaction(workflow, source_revision=workflow.head_seq, actor=actor)
         if estimate is not None:
             recorded = record_trigger_estimate(workflow, estimate, decision_policy(workflow)[0].model)

@@ -16,12 +16,12 @@ from django.shortcuts import redirect, render
 from django.urls import path, reverse
 from django.views.decorators.http import require_POST
 
-from memoryhub.actors import Actor
-from memoryhub.errors import Forbidden, InvalidInput
+from memoryhub.core.errors import Forbidden, InvalidInput
+from memoryhub.memory.observed import threshold_in_force
 from memoryhub.models import Role, Workflow, role_at_least
-from memoryhub.observed import threshold_in_force
-from memoryhub.views.base import page_tenant, page_workflow
-from triggers import services
+from memoryhub.web.actors import request_actor
+from memoryhub.web.views.base import page_tenant, page_workflow
+from triggers import policy, services
 from triggers.engine import export_langchain, export_langmem
 from triggers.figures import simulation_figure
 from triggers.forms import PolicyForm
@@ -33,12 +33,12 @@ def _policy_page(request: HttpRequest, *, workflow: Workflow | None) -> HttpResp
     tenant, role = page_tenant(request)
     needed = Role.REVIEWER if workflow is not None else Role.ADMIN
     can_edit = role_at_least(role, needed)
-    spec, source, row = services.effective_policy(tenant, workflow)
+    spec, source, row = policy.effective_policy(tenant, workflow)
     form = PolicyForm(initial=PolicyForm.initial_from(spec))
     if request.method == "POST":
         if not can_edit:
             raise PermissionDenied(f"Changing this policy needs the {needed} role.")
-        actor = Actor.from_request(request)
+        actor = request_actor(request)
         if request.POST.get("action") == "reset":
             try:
                 services.delete_policy(tenant, actor, workflow=workflow, role=role)
@@ -142,7 +142,7 @@ def simulator(request: HttpRequest) -> HttpResponse:
     if not wf_id:
         return render(request, "triggers/simulator.html", context)
     workflow = page_workflow(request, wf_id)
-    current, source, _ = services.effective_policy(tenant, workflow)
+    current, source, _ = policy.effective_policy(tenant, workflow)
     group = source_data.get("group") or "auto"
     body: dict[str, Any] = {"group": group}
     form = PolicyForm(initial=PolicyForm.initial_from(current))
@@ -215,7 +215,7 @@ def simulator_save(request: HttpRequest) -> HttpResponse:
         return redirect(back)
     target = workflow if scope == "workflow" else None
     try:
-        services.save_policy(tenant, form.to_policy(), Actor.from_request(request), workflow=target)
+        services.save_policy(tenant, form.to_policy(), request_actor(request), workflow=target)
     except InvalidInput as exc:
         messages.error(request, f"Nothing was saved: {exc.detail}")
         return redirect(back)

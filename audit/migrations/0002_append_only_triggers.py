@@ -1,6 +1,6 @@
 from django.db import migrations
 
-from memoryhub.append_only import AUDIT_RULES, migration_operation
+from memoryhub.core.append_only import AUDIT_RULES, migration_operation
 
 
 class Migration(migrations.Migration):

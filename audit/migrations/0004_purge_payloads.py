@@ -3,7 +3,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-from memoryhub.append_only import AUDIT_RULES, migration_operation
+from memoryhub.core.append_only import AUDIT_RULES, migration_operation
 
 
 class Migration(migrations.Migration):

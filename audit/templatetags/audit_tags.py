@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django import template
 
-from audit.review import available_actions
+from audit.review import available_actions, inbox_count
+from memoryhub.observe.alerting.firing import firing_rules
 
 register = template.Library()
 
@@ -38,8 +39,6 @@ def when(value) -> str:
 @register.inclusion_tag("audit/partials/nav_review.html", takes_context=True)
 def review_nav(context):
     """Nav items with counts: the review inbox, and firing alerts (two small queries per page)."""
-    from audit.review import inbox_count
-    from memoryhub.alerting.firing import firing_rules
 
     tenant = context.get("current_tenant")
     if tenant is None:

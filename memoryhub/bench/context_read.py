@@ -22,17 +22,17 @@ from typing import Any
 import httpx
 from django.db import connection
 
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
+from memoryhub.accounts.tenancy import create_tenant, issue_api_key
 from memoryhub.bench.server import running_server
 from memoryhub.bench.synthetic import synthetic_events
-from memoryhub.context import assemble_context
-from memoryhub.events import append_events, parse_batch
+from memoryhub.context.assembly import assemble_context
+from memoryhub.core.actors import Actor
+from memoryhub.memory import lifecycle
+from memoryhub.memory.events import append_events, parse_batch
+from memoryhub.memory.summaries import create_summary
+from memoryhub.memory.validation import ValidationOutcome
+from memoryhub.memory.workflows import create_workflow, get_workflow
 from memoryhub.models import Tenant, Workflow
-from memoryhub.summaries import create_summary
-from memoryhub.tenancy import create_tenant, issue_api_key
-from memoryhub.validation import ValidationOutcome
-from memoryhub.workflows import create_workflow, get_workflow
 
 ACTOR = Actor.system("bench")
 BATCH = 1000

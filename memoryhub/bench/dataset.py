@@ -23,7 +23,12 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from memoryhub.canonical import canonical_bytes, hash_text, sha256_hex
+from memoryhub.context.traces import record_artifact, record_trace
+from memoryhub.core.actors import Actor
+from memoryhub.core.canonical import canonical_bytes, hash_text, sha256_hex
+from memoryhub.memory import lifecycle
+from memoryhub.memory.summaries import create_summary
+from memoryhub.memory.workflows import create_workflow
 from memoryhub.models import (
     Artifact,
     CompactionJob,
@@ -36,6 +41,8 @@ from memoryhub.models import (
 )
 from memoryhub.models.workflows import EVENT_STORED_COLUMNS
 from triggers.models import TriggerDecision
+
+BENCH_ACTOR = Actor.system("bench")
 
 Log = Callable[[str], None]
 SENTENCES = [
@@ -568,10 +575,6 @@ def history_workflow(tenant, external_id: str, events: int, *, tail: int = 20, l
 
     The 401 requirement sits at seq 7, the summary leaves it out: investigations must find it.
     """
-    from memoryhub import lifecycle
-    from memoryhub.actors import Actor
-    from memoryhub.summaries import create_summary
-    from memoryhub.workflows import create_workflow
 
     actor = Actor.system("bench")
     wf, _ = create_workflow(tenant, external_id, actor=actor)
@@ -623,3 +626,32 @@ def history_workflow(tenant, external_id: str, events: int, *, tail: int = 20, l
     assert wf.tail_tokens == tail_tokens and wf.active_summary_id == summary.pk
     log(f"  {external_id}: {events:,} events, S1 covers 1–{events - tail:,}, tail {tail}")
     return wf
+
+
+def traced_artifact(wf: Workflow, artifact_id: str) -> str:
+    """Trace an agent call that read the active summary and record an artifact it produced."""
+    wf.refresh_from_db()
+    assert wf.active_summary is not None  # the bench activates a summary before tracing
+    record_trace(
+        wf,
+        {
+            "agent": "publisher",
+            "agent_run_id": f"{artifact_id}-run",
+            "model_call_id": f"{artifact_id}-call",
+            "summary_id": wf.active_summary.summary_id,
+            "tail_to_seq": wf.head_seq,
+            "graph_release": "bench@1",
+            "checkpoint_id": "ck-1",
+        },
+        BENCH_ACTOR,
+    )
+    record_artifact(
+        wf,
+        {
+            "artifact_id": artifact_id,
+            "kind": "test-suite",
+            "produced_by": {"model_call_id": f"{artifact_id}-call"},
+        },
+        BENCH_ACTOR,
+    )
+    return artifact_id

@@ -16,13 +16,15 @@ from typing import Any
 import httpx
 from django.db import connection
 
-from memoryhub.actors import Actor
+from memoryhub.accounts.tenancy import create_tenant, issue_api_key
 from memoryhub.bench.server import running_server
 from memoryhub.bench.synthetic import synthetic_events
-from memoryhub.models import Workflow
+from memoryhub.core.actors import Actor
+from memoryhub.memory.events import append_events, parse_batch
+from memoryhub.memory.search import candidate_seqs
+from memoryhub.memory.workflows import create_workflow
+from memoryhub.models import Tenant, Workflow
 from memoryhub.models.workflows import EVENT_STORED_COLUMNS
-from memoryhub.tenancy import create_tenant, issue_api_key
-from memoryhub.workflows import create_workflow
 
 
 def _copy_text(value: Any) -> str:
@@ -44,12 +46,10 @@ def _slice_rates(marks: list[tuple[int, float]], slice_size: int) -> list[int]:
 
 
 def search_flatness(
-    tenant: Any, big: Workflow, *, rounds: int = 40, fact: str = "401 Unauthorized", log=print
+    tenant: Tenant, big: Workflow, *, rounds: int = 40, fact: str = "401 Unauthorized", log=print
 ) -> dict[str, Any]:
     """Investigation search (the trigram candidate query) on ``big`` vs a fresh 1k-event workflow,
     interleaved, right after ingest — with whatever GIN pending list the appends left behind."""
-    from memoryhub.events import append_events, parse_batch
-    from memoryhub.search import candidate_seqs
 
     small = create_workflow(tenant, "search-1k", actor=Actor.system("bench"))[0]
     for lo in range(0, 1_000, 500):

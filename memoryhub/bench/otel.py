@@ -15,9 +15,9 @@ from typing import Any
 
 import httpx
 
+from memoryhub.accounts.tenancy import create_tenant, issue_api_key
 from memoryhub.bench.server import running_server
 from memoryhub.models import Event, Workflow
-from memoryhub.tenancy import create_tenant, issue_api_key
 
 
 def _requests(spans: int, batch: int, conversations: int) -> list[bytes]:

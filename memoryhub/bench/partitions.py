@@ -18,13 +18,16 @@ from urllib.parse import quote
 import httpx
 from django.db import connection
 
-from memoryhub.actors import Actor
+from memoryhub.accounts.tenancy import create_tenant, issue_api_key
+from memoryhub.bench import dataset
+from memoryhub.bench.dataset import traced_artifact
 from memoryhub.bench.server import running_server
 from memoryhub.bench.synthetic import synthetic_events
-from memoryhub.compaction.worker import database_url
+from memoryhub.core.actors import Actor
+from memoryhub.core.partitioning import TABLE, is_partitioned
+from memoryhub.memory.workflows import create_workflow
 from memoryhub.models import Workflow
-from memoryhub.partitioning import TABLE, is_partitioned
-from memoryhub.workflows import create_workflow
+from memoryhub.pipeline.worker import database_url
 
 Log = Callable[[str], None]
 SCHEMA = "bench_plain"
@@ -151,9 +154,6 @@ def compare(
 
 def run(*, big_events: int = 1_000_000, rounds: int = 30, log: Log = print) -> dict[str, Any]:
     """Standalone: a 1k- and a ``big_events``-history workflow, then :func:`compare`."""
-    from memoryhub.bench import dataset
-    from memoryhub.bench.scale import _traced_artifact
-    from memoryhub.tenancy import create_tenant, issue_api_key
 
     if connection.vendor != "postgresql":
         raise RuntimeError("the partition benchmark runs on PostgreSQL")
@@ -161,7 +161,7 @@ def run(*, big_events: int = 1_000_000, rounds: int = 30, log: Log = print) -> d
     tenant = create_tenant(f"bench-partitions-{stamp}", "Partition benchmark")
     small = dataset.history_workflow(tenant, "hist-1k", 1_000, log=log)
     big = dataset.history_workflow(tenant, "hist-1m", big_events, log=log)
-    artifacts = {"1k": _traced_artifact(small, "PART-1K"), "1M": _traced_artifact(big, "PART-1M")}
+    artifacts = {"1k": traced_artifact(small, "PART-1K"), "1M": traced_artifact(big, "PART-1M")}
     key = issue_api_key(tenant, "bench").secret
     log("partitioned vs plain event table (p50, interleaved):")
     return compare(key, small, big, artifacts, rounds=rounds, log=log)

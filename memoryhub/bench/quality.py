@@ -17,7 +17,7 @@ the previous one: summary of summary) by four compactors:
   fake model (``FakeSectionModel``) that behaves like the audited LLM summaries: it keeps a few
   recent items per section and paraphrases some API names (how invented identifiers appear).
 
-Reported per compactor: retention per salient class (``memoryhub.quality.measure`` over the final
+Reported per compactor: retention per salient class (``memoryhub.core.quality.measure`` over the final
 summary and every covered event), tagged facts kept, fabricated tokens, compression ratio
 (covered source tokens / summary tokens), and — for the validator (rules-6, default floors) —
 recall on planted omissions (one mutant per kind per workflow, each removing one mandatory item or
@@ -35,14 +35,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memoryhub import quality as q
-from memoryhub.canonical import canonical_bytes, sha256_hex
 from memoryhub.compaction import get_compactor
 from memoryhub.compaction.extract import coverable_prefix, first_sentence, open_items
 from memoryhub.compaction.tokens import count_json_tokens, count_tokens
 from memoryhub.compaction.types import SUMMARY_SCHEMA, PreviousSummary, SourceEvent
-from memoryhub.tokens import count_many
-from memoryhub.validation import validate_summary
+from memoryhub.core import quality as q
+from memoryhub.core.canonical import canonical_bytes, sha256_hex
+from memoryhub.core.tokens import count_many
+from memoryhub.memory.validation import validate_summary
 
 DEFAULT_SIZES = (1_000, 10_000, 100_000)
 EVENTS_PER_WORKFLOW = 1_000

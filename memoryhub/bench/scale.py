@@ -15,13 +15,13 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from memoryhub.actors import Actor
+from memoryhub.accounts.tenancy import add_member, create_tenant, issue_api_key
 from memoryhub.bench import dataset, partitions
+from memoryhub.bench.dataset import traced_artifact
 from memoryhub.bench.server import running_server
+from memoryhub.core.actors import Actor
+from memoryhub.memory.workflows import create_workflow
 from memoryhub.models import Role, Workflow
-from memoryhub.tenancy import add_member, create_tenant, issue_api_key
-from memoryhub.traces import record_artifact, record_trace
-from memoryhub.workflows import create_workflow
 
 Log = Callable[[str], None]
 ACTOR = Actor.system("bench")
@@ -29,34 +29,6 @@ ACTOR = Actor.system("bench")
 
 def _p50(samples: list[float]) -> float:
     return round(statistics.median(samples) * 1000, 2)
-
-
-def _traced_artifact(wf: Workflow, artifact_id: str) -> str:
-    wf.refresh_from_db()
-    assert wf.active_summary is not None  # the bench activates a summary before tracing
-    record_trace(
-        wf,
-        {
-            "agent": "publisher",
-            "agent_run_id": f"{artifact_id}-run",
-            "model_call_id": f"{artifact_id}-call",
-            "summary_id": wf.active_summary.summary_id,
-            "tail_to_seq": wf.head_seq,
-            "graph_release": "bench@1",
-            "checkpoint_id": "ck-1",
-        },
-        ACTOR,
-    )
-    record_artifact(
-        wf,
-        {
-            "artifact_id": artifact_id,
-            "kind": "test-suite",
-            "produced_by": {"model_call_id": f"{artifact_id}-call"},
-        },
-        ACTOR,
-    )
-    return artifact_id
 
 
 def hot_paths(base: str, key: str, small: Workflow, big: Workflow, rounds: int, log: Log) -> dict[str, Any]:
@@ -186,8 +158,8 @@ def run(
     counts = dataset.build(tenant, workflows=workflows, log=log)
     small = dataset.history_workflow(tenant, "hist-1k", 1_000, log=log)
     big = dataset.history_workflow(tenant, "hist-1m", big_events, log=log)
-    _traced_artifact(small, "BENCH-1K")
-    _traced_artifact(big, "BENCH-1M")
+    traced_artifact(small, "BENCH-1K")
+    traced_artifact(big, "BENCH-1M")
     empty_wf, _ = create_workflow(empty, "empty", actor=ACTOR)
     # Beat writes the 5-minute metric rollups as the data arrives; the COPY'd history arrived at
     # once, so backfill them as beat would have (the overview reads them).

@@ -13,6 +13,8 @@ from pathlib import Path
 import httpx
 from django.conf import settings
 
+from memoryhub.pipeline.worker import database_url
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -25,7 +27,6 @@ def running_server(workers: int = 2, env: dict[str, str] | None = None):
     """Yield the base URL of a gunicorn serving this project with the current database settings."""
     port = free_port()
     gunicorn = Path(sys.executable).with_name("gunicorn")
-    from memoryhub.compaction.worker import database_url
 
     child_env = {
         **os.environ,

@@ -26,6 +26,7 @@ from urllib.parse import quote
 
 import httpx
 
+from . import anthropic
 from .errors import (
     ApiError,
     CompactionTimeout,
@@ -501,10 +502,8 @@ class MemoryHubClient:
     def record_anthropic_response(self, workflow_id: str, response: Any, **kwargs: Any) -> JSON:
         """Record an Anthropic Messages API response: its ``compaction`` block(s) as observed
         compactions, its text as events, the call as a trace (see
-        ``memoryhub.integrations.anthropic_compaction.record_anthropic_response``)."""
-        from memoryhub.integrations.anthropic_compaction import record_anthropic_response
-
-        return record_anthropic_response(self, workflow_id, response, **kwargs)
+        ``memoryhub.client.anthropic.record_anthropic_response``)."""
+        return anthropic.record_anthropic_response(self, workflow_id, response, **kwargs)
 
     def list_observed_compactions(self, workflow_id: str) -> JSON:
         """``{"observed": [...], "threshold_in_force": {...} | None}``."""

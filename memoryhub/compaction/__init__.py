@@ -16,6 +16,9 @@ from memoryhub.compaction.base import (
     get_compactor,
     register,
 )
+
+# Importing the built-in compactors registers them: any import of memoryhub.compaction.* runs this
+# package first, so get_compactor() always sees them (and base.py never imports its plug-ins).
 from memoryhub.compaction.extractive import ExtractiveCompactor
 from memoryhub.compaction.openai_chat import OpenAIChatCompactor
 from memoryhub.compaction.tokens import DEFAULT_ENCODING, count_json_tokens, count_tokens

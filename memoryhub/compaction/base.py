@@ -74,14 +74,8 @@ def register(cls: C) -> C:
     return cls
 
 
-def _load_builtins() -> None:
-    # Imported lazily so base.py has no import cycle with the implementations.
-    from memoryhub.compaction import extractive, openai_chat  # noqa: F401
-
-
 def available_compactors() -> list[str]:
     """Names of every registered compactor (configured or not)."""
-    _load_builtins()
     return sorted(_REGISTRY)
 
 
@@ -90,7 +84,6 @@ def get_compactor(name: str, **overrides: Any) -> Compactor:
 
     Raises ``CompactorUnavailable`` for an unknown name or a compactor missing configuration.
     """
-    _load_builtins()
     factory: Callable[..., Compactor] | None = _REGISTRY.get(name)
     if factory is None:
         raise CompactorUnavailable(f"unknown compactor {name!r}; available: {', '.join(sorted(_REGISTRY))}")

@@ -16,7 +16,7 @@ from memoryhub.compaction.base import InvalidCompactionInput
 from memoryhub.compaction.secret_scan import redact_secrets
 from memoryhub.compaction.tokens import count_tokens, decode_prefix, get_encoding
 from memoryhub.compaction.types import PreviousSummary, SourceEvent
-from memoryhub.quality import TOKEN_CLASSES, extract
+from memoryhub.core.quality import TOKEN_CLASSES, extract
 
 OPEN_STATES = frozenset({"open", "pending"})
 OPEN_ITEM_KINDS = frozenset({"issue", "approval"})

@@ -26,7 +26,7 @@ from memoryhub.compaction.types import (
     PreviousSummary,
     SourceEvent,
 )
-from memoryhub.quality import extract
+from memoryhub.core.quality import extract
 
 # "#12 test-generator/tool_call: text" — agent and kind let later runs keep one line per agent.
 _LINE = re.compile(r"^#(?P<seq>\d+) (?P<agent>[^/\s]*)/(?P<kind>[a-z_]+): ")
@@ -210,7 +210,7 @@ class ExtractiveCompactorV2(ExtractiveCompactor):
     """``extractive-v2``: extractive-v1 plus what audits show summaries lose.
 
     * ``salient``: every identifier, path, URL, number with unit, status code and quoted command
-      of the covered events (``memoryhub.quality.extract``) that the facts do not already state,
+      of the covered events (``memoryhub.core.quality.extract``) that the facts do not already state,
       carried forward from the previous summary so nothing decays across versions.
     * Requirement / approval / decision events with neither structured facts nor salient tokens
       keep their line: the narrative never drops them for budget.

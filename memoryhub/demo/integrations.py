@@ -79,7 +79,7 @@ def load_integration_workflows(
 ) -> dict[str, Any]:
     """Run both integrations against the demo tenant; returns what they produced (for tests)."""
     try:
-        from memoryhub.integrations import langchain_example, openai_agents_example
+        from memoryhub.examples import langchain_example, openai_agents_example
     except ImportError as exc:  # optional extras not installed: the rest of the demo still loads
         out(f"  integrations skipped ({exc.name} is not installed)")
         return {}

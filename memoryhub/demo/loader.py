@@ -26,11 +26,26 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from memoryhub.actors import Actor
-from memoryhub.demo import scenario
+from audit.investigate import investigate
+from audit.review import add_comment, approve_and_activate_summary, inbox_count
+from memoryhub.accounts.tenancy import add_member, create_tenant, issue_api_key
+from memoryhub.context.assembly import assemble_context
+from memoryhub.context.traces import record_artifact, record_trace
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import Conflict
+from memoryhub.demo import observed_sources, scenario
 from memoryhub.demo.integrations import load_integration_workflows
-from memoryhub.models import CompactionJob, Role, Tenant, Workflow
+from memoryhub.memory import lifecycle
+from memoryhub.memory.events import append_events, parse_batch
+from memoryhub.memory.summaries import create_summary
+from memoryhub.memory.workflows import create_workflow, get_workflow
+from memoryhub.models import Artifact, CompactionJob, Event, Role, Summary, Tenant, Workflow
 from memoryhub.models.compaction import JobStatus
+from memoryhub.observe import metrics
+from memoryhub.observe.alerting.evaluate import evaluate_rule
+from memoryhub.observe.alerting.services import create_rule
+from memoryhub.pipeline.jobs import idempotency_key, request_compaction, run_job
+from triggers.services import save_policy
 
 Out = Callable[[str], None]
 API_KEY_NAME = "demo-agents"
@@ -39,7 +54,7 @@ APPEND_CHUNK = 100
 BURST = 6  # events an agent appends in one call when the story is back-dated
 ROLLUP_DAYS = 8  # the back-dated story spans the overview's default 7-day window (and a bit)
 
-# The validator in force when the seed incident happened (kept as it was; see memoryhub.validation).
+# The validator in force when the seed incident happened (kept as it was; see memoryhub.memory.validation).
 INCIDENT_VALIDATOR = "rules-5"
 APPROX_COUNTER = "count_tokens_approximately"
 
@@ -102,7 +117,6 @@ class _Clock:
         """Gauges (active-summary age, tail length…) can only be measured at the moment they hold:
         measure them after each step of the back-dated story, once per rollup bucket, so the
         overview's gauge series have the story's shape instead of one point at the end."""
-        from memoryhub import metrics
 
         bucket = metrics.bucket_floor(timezone.now(), metrics.ROLLUP_BUCKET)
         if bucket == self._sampled:
@@ -162,8 +176,6 @@ def _backfill_rollups(out: Out, clock: _Clock) -> None:
 
 
 def _setup_tenants(out: Out) -> tuple[str, Actor]:
-    from memoryhub.tenancy import add_member, create_tenant, issue_api_key
-
     setup = Actor.system("load_demo")
     tenants = {t["slug"]: create_tenant(t["slug"], t["name"], actor=setup) for t in scenario.tenants()}
     out(f"  tenants: {', '.join(f'{t.slug} ({t.name})' for t in tenants.values())}")
@@ -181,7 +193,6 @@ def _setup_tenants(out: Out) -> tuple[str, Actor]:
 
 def _append(workflow: Workflow, events: list[dict[str, Any]], expected_head: int) -> int:
     """Append through the API's own batch validation; returns the new head."""
-    from memoryhub.events import append_events, parse_batch
 
     head = expected_head
     for i in range(0, len(events), APPEND_CHUNK):
@@ -199,12 +210,6 @@ def _worker(task_id: str, worker: str = "") -> Actor:
 def _replay_acme(
     out: Out, clock: _Clock, steps: list[dict[str, Any]], agents: Actor, report: LoadReport
 ) -> None:
-    from memoryhub import lifecycle
-    from memoryhub.context import assemble_context
-    from memoryhub.summaries import create_summary
-    from memoryhub.traces import record_artifact, record_trace
-    from memoryhub.workflows import create_workflow, get_workflow
-
     tenant = Tenant.objects.get(slug=scenario.TENANT_SLUG)
     info = scenario.acme_workflow()
     events = scenario.acme_workflow_events()
@@ -212,7 +217,7 @@ def _replay_acme(
     specs = {s["version"]: s for s in scenario.summary_specs()}
     traces = {t["model_call_id"]: t for t in scenario.trace_specs()}
     artifacts = {a["artifact_id"]: a for a in scenario.artifact_specs()}
-    summaries: dict[int, Any] = {}
+    summaries: dict[int, Summary] = {}
     jobs: dict[int, CompactionJob] = {}
 
     with clock.at(0):
@@ -342,7 +347,6 @@ def _replay_acme(
 
 def _historical_job(tenant: Tenant, workflow: Workflow, spec: dict[str, Any]) -> CompactionJob:
     """Imported record of the external c1/c2 compaction that produced a summary (see module doc)."""
-    from memoryhub.compaction.jobs import idempotency_key
 
     now = timezone.now()
     attempt = spec["job"]["attempts"][0]
@@ -374,7 +378,7 @@ def _historical_job(tenant: Tenant, workflow: Workflow, spec: dict[str, Any]) ->
     )
 
 
-def _finish_job(job: CompactionJob, summary: Any, outcome: str) -> None:
+def _finish_job(job: CompactionJob, summary: Summary, outcome: str) -> None:
     now = timezone.now()
     attempts = [dict(a, finished_at=now.isoformat(), outcome="succeeded") for a in job.attempts]
     latency = int((now - job.started_at).total_seconds() * 1000) if job.started_at else None
@@ -390,12 +394,10 @@ def _finish_job(job: CompactionJob, summary: Any, outcome: str) -> None:
 
 
 def _stale_attempt(
-    step: dict[str, Any], summaries: dict[int, Any], jobs: dict[int, CompactionJob], out: Out
+    step: dict[str, Any], summaries: dict[int, Summary], jobs: dict[int, CompactionJob], out: Out
 ) -> str:
     """The late worker: a redelivered attempt of S2's job tries to activate S2 with the revision it
     read before S3 existed. The service must record it as stale and change nothing."""
-    from memoryhub import lifecycle
-    from memoryhub.errors import Conflict
 
     version = step["summary_version"]
     actor = _worker(step["task_id"], step["actor"])
@@ -429,8 +431,6 @@ def _stale_attempt(
 
 
 def _load_other_workflows(out: Out, clock: _Clock, span: float, agents: Actor) -> None:
-    from memoryhub.workflows import create_workflow
-
     for i, spec in enumerate(scenario.other_workflows()):
         tenant = Tenant.objects.get(slug=spec["tenant"])
         # Later than the incident workflow, a day apart each, in small batches.
@@ -463,7 +463,6 @@ def _load_other_workflows(out: Out, clock: _Clock, span: float, agents: Actor) -
 
 def _load_observed_sources(out: Out, agents: Actor) -> None:
     """Claude Code, OpenTelemetry and Anthropic workflows, fed by the real integration code."""
-    from memoryhub.demo import observed_sources
 
     observed_sources.load(Tenant.objects.get(slug=scenario.TENANT_SLUG), agents, out)
 
@@ -478,14 +477,7 @@ def _write_api_key(out: Out, secret: str) -> None:
 
 
 def _investigate(out: Out) -> dict[str, Any] | None:
-    """Three days later: why does T57 have no 401 test? (Only when the audit app provides it.)"""
-    try:
-        from audit.investigate import investigate
-    except ImportError:
-        out("  investigation skipped: audit.investigate is not available")
-        return None
-    from memoryhub.models import Artifact
-
+    """Three days later: why does T57 have no 401 test?"""
     artifact = Artifact.objects.get(
         workflow__tenant__slug=scenario.TENANT_SLUG, artifact_id=scenario.INCIDENT_ARTIFACT_ID
     )
@@ -525,15 +517,18 @@ DEMO_ALERT = {
 }
 
 
-def _compact_now(workflow: Workflow, actor: Actor, task_id: str) -> Any:
-    """Request a compaction and run it with the worker's own function, in this process."""
-    from memoryhub.compaction.jobs import request_compaction, run_job
-
+def _compact_now(workflow: Workflow, actor: Actor, task_id: str) -> tuple[CompactionJob, Summary]:
+    """Request a compaction and run it with the worker's own function, in this process: the
+    finished job and the summary it produced."""
     with transaction.atomic():
         job, _ = request_compaction(workflow, actor=actor)
     run_job(job.pk, task_id)
     job.refresh_from_db()
-    return job
+    if job.summary is None:
+        raise RuntimeError(
+            f"compaction of {workflow.external_id} produced no summary: {job.status} {job.outcome}"
+        )
+    return job, job.summary
 
 
 def _review_story(out: Out) -> dict[str, Any]:
@@ -541,12 +536,6 @@ def _review_story(out: Out) -> dict[str, Any]:
     approved and went live, its second is VALIDATED and awaiting approval (in the review inbox);
     the reviewer discusses it in comments; an alert on the active summary's age fires. All
     through the services, at the present."""
-    from audit.review import add_comment, approve_and_activate_summary, inbox_count
-    from memoryhub.alerting.evaluate import evaluate_rule
-    from memoryhub.alerting.services import create_rule
-    from memoryhub.models import Event, Summary
-    from memoryhub.workflows import create_workflow
-    from triggers.services import save_policy
 
     tenant = Tenant.objects.get(slug=scenario.TENANT_SLUG)
     source = Workflow.objects.get(tenant=tenant, external_id=scenario.WORKFLOW_ID)
@@ -570,13 +559,13 @@ def _review_story(out: Out) -> dict[str, Any]:
         for e in Event.objects.filter(workflow=source, seq__lte=80).order_by("seq")
     ]
     head = _append(workflow, rows[:40], 0)
-    first = _compact_now(workflow, admin, "load_demo-review-1")
-    approve_and_activate_summary(first.summary, reviewer, "Read against events 1-40: requirements intact.")
+    _, first = _compact_now(workflow, admin, "load_demo-review-1")
+    approve_and_activate_summary(first, reviewer, "Read against events 1-40: requirements intact.")
     _append(workflow, rows[40:], head)
-    second = _compact_now(workflow, admin, "load_demo-review-2")
+    second_job, second = _compact_now(workflow, admin, "load_demo-review-2")
     out(
         f"  workflow acme/{workflow.external_id} (require_approval): S1 approved and live, "
-        f"S2 {second.summary.status.lower()} ({second.outcome})"
+        f"S2 {second.status.lower()} ({second_job.outcome})"
     )
     for external_id, version, text in REVIEW_COMMENTS:
         summary = Summary.objects.filter(
@@ -588,7 +577,7 @@ def _review_story(out: Out) -> dict[str, Any]:
     state = evaluate_rule(rule).evaluation.state
     waiting = inbox_count(tenant.pk)
     out(f"  review inbox: {waiting} waiting; alert {rule.name!r}: {state}")
-    return {"awaiting": second.summary.summary_id, "inbox": waiting, "alert_state": str(state)}
+    return {"awaiting": second.summary_id, "inbox": waiting, "alert_state": str(state)}
 
 
 # --- live steps (after the worker is up) ------------------------------------------------------------
@@ -597,8 +586,6 @@ def _review_story(out: Out) -> dict[str, Any]:
 def live_steps(out: Out = print, *, wait_s: float = 60.0, poll_s: float = 0.5) -> CompactionJob:
     """Ask the running worker to compact acme/refunds-api-9 (idempotent: asking again returns the
     same job) and wait up to ``wait_s`` for it to finish, printing its attempts."""
-    from memoryhub.compaction.jobs import request_compaction
-    from memoryhub.workflows import get_workflow
 
     if not is_loaded():
         raise DemoStateError("the demo is not loaded; run `manage.py load_demo` first")

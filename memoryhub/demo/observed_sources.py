@@ -26,12 +26,16 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from memoryhub.actors import Actor
-from memoryhub.events import append_events, parse_batch
-from memoryhub.models import Tenant, WorkflowSource
-from memoryhub.observed import record_observed_compaction
-from memoryhub.traces import record_artifact, record_trace
-from memoryhub.workflows import create_workflow, get_workflow
+from audit.investigate import investigate
+from memoryhub.client.anthropic import record_anthropic_response
+from memoryhub.context.traces import record_artifact, record_trace
+from memoryhub.core.actors import Actor
+from memoryhub.integrations.claude_code import sync_session
+from memoryhub.integrations.otel_ingest import decode_request, ingest
+from memoryhub.memory.events import append_events, parse_batch
+from memoryhub.memory.observed import record_observed_compaction
+from memoryhub.memory.workflows import create_workflow, get_workflow
+from memoryhub.models import ConsumerTrace, Tenant, WorkflowSource
 
 Out = Callable[[str], None]
 CLAUDE_SESSION = "7d3f0b52-cc01-4c8e-9a3e-5b1f2e0c9a11"
@@ -187,10 +191,6 @@ def claude_transcript() -> list[dict[str, Any]]:
 
 
 def load_claude_code(tenant: Tenant, actor: Actor, out: Out) -> None:
-    from audit.investigate import investigate
-    from memoryhub.integrations.claude_code import sync_session
-    from memoryhub.models import ConsumerTrace
-
     sink = ServiceSink(tenant, actor)
     with tempfile.TemporaryDirectory(prefix="memoryhub-demo-") as tmp:
         path = Path(tmp) / f"{CLAUDE_SESSION}.jsonl"
@@ -268,9 +268,6 @@ def otel_request_bytes() -> bytes | None:
 
 
 def load_otel(tenant: Tenant, actor: Actor, out: Out) -> None:
-    from memoryhub.integrations.otel_ingest import decode_request, ingest
-    from memoryhub.models import ConsumerTrace
-
     body = otel_request_bytes()
     if body is None:
         out("  OpenTelemetry workflow skipped: install memoryhub[otel] (opentelemetry-sdk) to feed it")
@@ -338,8 +335,6 @@ def anthropic_response() -> dict[str, Any]:
 
 
 def load_anthropic(tenant: Tenant, actor: Actor, out: Out) -> None:
-    from memoryhub.integrations.anthropic_compaction import record_anthropic_response
-
     sink = ServiceSink(tenant, actor)
     wf = sink.create_workflow(
         ANTHROPIC_WORKFLOW, name="Payout hold ticket 991", source=WorkflowSource.ANTHROPIC

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
-from memoryhub.canonical import hash_value
+from memoryhub.core.canonical import canonical_bytes, hash_value
 from memoryhub.demo import other
 from memoryhub.demo._build import (
     Event,
@@ -1542,7 +1542,6 @@ def trace_specs() -> list[dict[str, Any]]:
     """Which agent model calls read which memory. Each happened when head was ``at_head`` and
     read the then-active summary plus the whole tail, so none is flagged; the last one is the
     publisher's call that produced T57 from S3 + events 221–240."""
-    from memoryhub.canonical import canonical_bytes
 
     events = _acme_events()
     by_version = {s["version"]: s for s in summary_specs()}

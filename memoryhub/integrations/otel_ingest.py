@@ -10,7 +10,7 @@ that holds the ``gen_ai.*`` registry in the main repository; the conventions are
 | operation ``chat`` / ``generate_content`` / ``text_completion`` | a consumer trace (``model_call_id = otel:<span id>``, ``input_tokens = gen_ai.usage.input_tokens``, model, agent = ``gen_ai.agent.name``/``.id``); its ``gen_ai.output.messages``, if sent, a message event |
 | operation ``invoke_agent`` / ``create_agent`` / ``invoke_workflow`` | a ``note`` event naming the agent           |
 | operation ``execute_tool``                         | a ``tool_call`` + ``tool_result`` event pair (``gen_ai.tool.call.id``) |
-| ``gen_ai.conversation.compacted = true``, operation ``compact``/``compaction``, or a span event named ``gen_ai.compaction``/``compaction`` | an observed compaction (``memoryhub.observed``): watermark = last event of a span that started before it; text from ``gen_ai.compaction.summary``, else opaque (``gen_ai.compaction.digest``/``.size_bytes``); trigger from ``gen_ai.compaction.trigger`` and ``.pre_tokens`` (or ``gen_ai.usage.input_tokens``) |
+| ``gen_ai.conversation.compacted = true``, operation ``compact``/``compaction``, or a span event named ``gen_ai.compaction``/``compaction`` | an observed compaction (``memoryhub.memory.observed``): watermark = last event of a span that started before it; text from ``gen_ai.compaction.summary``, else opaque (``gen_ai.compaction.digest``/``.size_bytes``); trigger from ``gen_ai.compaction.trigger`` and ``.pre_tokens`` (or ``gen_ai.usage.input_tokens``) |
 | anything else                                      | kept (stored with every attribute), no event       |
 | no ``gen_ai.conversation.id``                      | kept *unassigned* and counted in the response     |
 
@@ -36,13 +36,13 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Max
 
-from memoryhub.actors import Actor
-from memoryhub.errors import InvalidInput, PayloadTooLarge
-from memoryhub.events import append_events, parse_event
+from memoryhub.context.traces import record_trace
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import InvalidInput, PayloadTooLarge
+from memoryhub.memory.events import append_events, parse_event
+from memoryhub.memory.observed import record_observed_compaction
+from memoryhub.memory.workflows import create_workflow
 from memoryhub.models import OtelSpan, SpanMapping, Summary, Tenant, Workflow, WorkflowSource
-from memoryhub.observed import record_observed_compaction
-from memoryhub.traces import record_trace
-from memoryhub.workflows import create_workflow
 
 SEMCONV_VERSION = "1.41.0"
 INFERENCE_OPS = frozenset({"chat", "generate_content", "text_completion"})

@@ -2,7 +2,7 @@
 
 The integrations (LangChain middleware, OpenAI Agents session) call :func:`record_compaction`
 and nothing else to record what a framework compacted: it becomes an observed compaction
-(``memoryhub.observed`` behind ``POST …/observed-compactions/``), the same path as Claude Code,
+(``memoryhub.memory.observed`` behind ``POST …/observed-compactions/``), the same path as Claude Code,
 OpenTelemetry and the Anthropic API. Nothing here imports Django.
 """
 

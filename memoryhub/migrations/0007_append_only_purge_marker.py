@@ -3,7 +3,7 @@
 
 from django.db import migrations
 
-from memoryhub.append_only import UPDATE_RULES, create_sql
+from memoryhub.core.append_only import UPDATE_RULES, create_sql
 
 
 def reinstall(apps, schema_editor):

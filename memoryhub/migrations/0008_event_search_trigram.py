@@ -1,8 +1,8 @@
-"""Trigram index for investigations (PostgreSQL only; memoryhub/search.py uses the same expression)."""
+"""Trigram index for investigations (PostgreSQL only; memoryhub/memory/search.py uses the same expression)."""
 
 from django.db import migrations
 
-from memoryhub.search import SEARCH_EXPRESSION
+from memoryhub.memory.search import SEARCH_EXPRESSION
 
 
 def forwards(apps, schema_editor):

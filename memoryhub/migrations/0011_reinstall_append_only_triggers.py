@@ -3,7 +3,7 @@ alters a table by copying it), and a rebuilt table has no triggers. Idempotent o
 
 from django.db import migrations
 
-from memoryhub.append_only import UPDATE_RULES, create_sql
+from memoryhub.core.append_only import UPDATE_RULES, create_sql
 
 
 def reinstall(apps, schema_editor):

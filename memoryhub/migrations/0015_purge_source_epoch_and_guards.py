@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-from memoryhub.append_only import UPDATE_RULES, create_sql
+from memoryhub.core.append_only import UPDATE_RULES, create_sql
 
 
 def reinstall(apps, schema_editor):

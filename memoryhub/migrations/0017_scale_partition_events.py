@@ -1,4 +1,4 @@
-"""PostgreSQL: hash-partition the event table by workflow (memoryhub/partitioning.py).
+"""PostgreSQL: hash-partition the event table by workflow (memoryhub/core/partitioning.py).
 
 ``MEMORYHUB_EVENT_PARTITIONS`` (default 16; 0 keeps the plain table) is read when this runs.
 Reversible; SQLite is untouched.
@@ -7,7 +7,7 @@ Reversible; SQLite is untouched.
 from django.conf import settings
 from django.db import migrations
 
-from memoryhub.partitioning import partition_events, unpartition_events
+from memoryhub.core.partitioning import partition_events, unpartition_events
 
 
 def forwards(apps, schema_editor):

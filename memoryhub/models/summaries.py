@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from memoryhub.core.opaque import validation_result
+
 from .purgeable import PurgeablePayloadMixin, split_check
 from .tenancy import Tenant
 from .workflows import Workflow
@@ -140,7 +142,6 @@ class ValidationRecord(PurgeablePayloadMixin, models.Model):
     @property
     def result(self) -> str:
         """passed | failed | unverifiable (opaque content: no check failed, the text could not be read)."""
-        from memoryhub.opaque import validation_result
 
         return validation_result(self.passed, self.checks or [])
 

@@ -10,6 +10,8 @@ from typing import Any
 
 from django import template
 
+from memoryhub.observe.metrics import METRICS
+
 register = template.Library()
 
 
@@ -48,8 +50,7 @@ def format_duration(seconds: Any) -> str:
 
 
 def format_metric(value: Any, metric: str) -> str:
-    """``value`` of ``metric`` with the metric's unit (see memoryhub.metrics.METRICS)."""
-    from memoryhub.metrics import METRICS
+    """``value`` of ``metric`` with the metric's unit (see memoryhub.observe.metrics.METRICS)."""
 
     if value is None:
         return "no data"

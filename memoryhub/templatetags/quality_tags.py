@@ -6,8 +6,10 @@ from typing import Any
 
 from django import template
 
-from memoryhub import figures, quality, quality_service
+from memoryhub.core import quality
+from memoryhub.memory import quality_service
 from memoryhub.models import Summary, Workflow
+from memoryhub.observe import figures
 
 register = template.Library()
 

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from memoryhub import lifecycle
-from memoryhub.summaries import create_summary
-from memoryhub.traces import record_artifact
+from memoryhub.context.traces import record_artifact
+from memoryhub.memory import lifecycle
+from memoryhub.memory.summaries import create_summary
 from tests import factories as f
 from tests.factories import AGENTS, REVIEWER, WORKER, activate, append, event, make_workflow, read_and_trace
 

@@ -11,7 +11,7 @@ from django.db import DatabaseError, connection, transaction
 
 from audit.models import AuditChainHead, AuditEntry, Purge
 from audit.verify import verify_chain
-from memoryhub.append_only import AUDIT_RULES, UPDATE_RULES
+from memoryhub.core.append_only import AUDIT_RULES, UPDATE_RULES
 from memoryhub.models import Event
 from tests.audit.test_audit_chain import add_entries, append_only_off, tampering
 from tests.factories import append, event, make_workflow

@@ -16,7 +16,7 @@ from django.db import DatabaseError, connection, transaction
 from audit.log import record
 from audit.models import AuditChainHead, AuditEntry
 from audit.verify import export_checkpoint, verify_chain
-from memoryhub.actors import Actor
+from memoryhub.core.actors import Actor
 
 ACTOR = Actor.user("alice")
 # Tampering behind the append-only triggers is a state no service can produce: these tests make it

@@ -13,10 +13,10 @@ from audit.investigate import investigate
 from audit.lineage import artifact_lineage
 from audit.replay import replay_bundle
 from audit.verify import verify_chain
-from memoryhub.actors import Actor
+from memoryhub.accounts.tenancy import add_member, issue_api_key
+from memoryhub.core.actors import Actor
 from memoryhub.demo import scenario
 from memoryhub.models import Artifact, Summary, Tenant
-from memoryhub.tenancy import add_member, issue_api_key
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import json
 
 from audit.diff import diff_summaries
 from audit.replay import replay_bundle
-from memoryhub.canonical import sha256_hex
+from memoryhub.core.canonical import sha256_hex
 from tests import factories as f
 
 # --- diff ------------------------------------------------------------------------------------------------

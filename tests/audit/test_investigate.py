@@ -6,8 +6,8 @@ import pytest
 
 from audit.investigate import investigate
 from audit.models import AuditEntry, Investigation
-from memoryhub.actors import Actor
-from memoryhub.errors import InvalidInput
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import InvalidInput
 from tests import factories as f
 from tests.helpers import form_post
 

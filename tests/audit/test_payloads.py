@@ -13,10 +13,10 @@ from audit.models import AuditEntry, Payload
 from audit.payloads import split_audit_data
 from audit.purge import purge_events
 from audit.verify import verify_chain
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
+from memoryhub.core.actors import Actor
+from memoryhub.memory import lifecycle
+from memoryhub.memory.summaries import create_summary
 from memoryhub.models import LifecycleEvent, ValidationRecord
-from memoryhub.summaries import create_summary
 from tests.audit.test_audit_chain import append_only_off, tampering
 from tests.factories import append, event, make_workflow
 

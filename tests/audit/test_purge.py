@@ -8,10 +8,10 @@ import json
 import pytest
 
 from audit.models import AuditEntry, Investigation, Purge, SummaryComment
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
-from memoryhub.compaction.jobs import request_compaction, run_job
+from memoryhub.core.actors import Actor
+from memoryhub.memory import lifecycle
 from memoryhub.models import Event, Summary, SummaryStatus
+from memoryhub.pipeline.jobs import request_compaction, run_job
 from tests.factories import append, event, make_workflow
 
 pytestmark = pytest.mark.django_db
@@ -173,7 +173,7 @@ def _all_outputs(party, wf: str) -> list[str]:
 
 def test_after_a_purge_no_output_returns_the_purged_content(incident, alice):
     from audit.investigate import investigate
-    from memoryhub.traces import record_artifact, record_trace
+    from memoryhub.context.traces import record_artifact, record_trace
 
     summary = incident.active_summary
     trace, _ = record_trace(
@@ -235,7 +235,7 @@ def derived_records(workflow) -> None:
     """Records derived from the secret: a candidate rejected by the validator whose check details
     quote the purged fact key and text, a reviewer's rejection reason quoting it (lifecycle event +
     audit entry), and a quarantine reason."""
-    from memoryhub.summaries import create_summary
+    from memoryhub.memory.summaries import create_summary
 
     fact = {"key": "customer:jane-roe", "kind": "issue", "text": SECRET, "state": "open", "source_seqs": [2]}
     rejected = create_summary(

@@ -12,14 +12,14 @@ import pytest
 
 from audit.models import AuditEntry
 from audit.purge import purge_events
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
-from memoryhub.compaction import jobs
 from memoryhub.compaction.base import register
 from memoryhub.compaction.extractive import ExtractiveCompactor
-from memoryhub.errors import Conflict
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import Conflict
+from memoryhub.memory import lifecycle
+from memoryhub.memory.summaries import create_summary
 from memoryhub.models import CompactionJob, JobStatus, Summary
-from memoryhub.summaries import create_summary
+from memoryhub.pipeline import jobs
 from tests.factories import append, event, make_workflow
 
 SECRET = "Customer Jane Roe card 4111-1111-1111-1111 disputes charge ch_8812"
@@ -163,7 +163,7 @@ def test_activation_re_checks_purges_since_the_source_was_read(tenant):
 @pytest.mark.django_db(transaction=True)
 def test_a_real_worker_mid_job_loses_to_the_purge(tenant, alice, tmp_path, settings):
     from memoryhub.celery import app
-    from memoryhub.compaction.worker import running_worker
+    from memoryhub.pipeline.worker import running_worker
     from tests.memoryhub.llm_endpoint import fake_llm
     from tests.memoryhub.test_worker_compaction import finished, llm_env, wait_for
 

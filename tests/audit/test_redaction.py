@@ -10,8 +10,8 @@ from django.test import override_settings
 
 from audit.log import record
 from audit.models import AuditEntry
-from memoryhub.actors import Actor
-from memoryhub.redaction import MASK, redact, redact_text
+from memoryhub.core.actors import Actor
+from memoryhub.core.redaction import MASK, redact, redact_text
 
 SECRETS = [
     "mh_1a2b3c4d_SuperSecretTokenValue1234567890",
@@ -29,7 +29,7 @@ def test_known_secret_shapes_are_masked(secret):
 
 
 def test_emails_masked_when_enabled_and_custom_patterns():
-    from memoryhub import redaction
+    from memoryhub.core import redaction
 
     with override_settings(MEMORYHUB_REDACT_EMAILS=True, MEMORYHUB_REDACT_PATTERNS=[r"CUST-\d{6}"]):
         redaction._compiled.cache_clear()
@@ -61,7 +61,7 @@ def test_audit_entries_are_redacted_before_writing(tenant):
 
 
 def test_log_records_are_redacted(caplog):
-    from memoryhub.redaction import RedactingFilter
+    from memoryhub.core.redaction import RedactingFilter
 
     logger = logging.getLogger("memoryhub.test")
     handler_filter = RedactingFilter()

@@ -16,9 +16,9 @@ from django.db import connection
 
 from audit.investigate import investigate, make_matcher
 from audit.models import AuditEntry, Investigation
-from memoryhub.actors import Actor
-from memoryhub.errors import InvalidInput
-from memoryhub.search import SearchTooExpensive, candidate_seqs
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import InvalidInput
+from memoryhub.memory.search import SearchTooExpensive, candidate_seqs
 from tests.factories import append_n
 
 ACTOR = Actor.user("bob")

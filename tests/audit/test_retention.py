@@ -91,8 +91,8 @@ def test_raw_events_and_trace_detail_expire_on_their_own_clocks(tenant, alice):
 
 
 def test_summary_retention_scrubs_content_and_moves_the_pointer(tenant, alice):
-    from memoryhub.actors import Actor
-    from memoryhub.compaction.jobs import request_compaction, run_job
+    from memoryhub.core.actors import Actor
+    from memoryhub.pipeline.jobs import request_compaction, run_job
 
     with time_machine.travel(T0, tick=False):
         wf = make_workflow(tenant, "wf")

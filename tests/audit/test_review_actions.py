@@ -1,5 +1,5 @@
 """Review actions through the UI: roles, required reason, CSRF, and one LifecycleEvent + AuditEntry
-per action (written by memoryhub.lifecycle)."""
+per action (written by memoryhub.memory.lifecycle)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from audit.models import AuditEntry, SummaryComment
 from audit.review import available_actions
-from memoryhub import lifecycle
+from memoryhub.memory import lifecycle
 from memoryhub.models import LifecycleEvent, Summary
 from tests.audit.conftest import BUG_FIXED, SCOPE, T49, summarize
 from tests.factories import REVIEWER, require_approval

@@ -11,9 +11,9 @@ from io import StringIO
 
 from django.core.management import call_command
 
-from memoryhub import quality as q
 from memoryhub.bench import quality as bench
-from memoryhub.tokens import count_many
+from memoryhub.core import quality as q
+from memoryhub.core.tokens import count_many
 
 
 def test_bench_quality_writes_json_with_measured_numbers(settings, tmp_path):

@@ -8,12 +8,12 @@ import re
 import pytest
 
 from audit.models import AuditEntry
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
+from memoryhub.context.traces import record_trace
+from memoryhub.core.actors import Actor
 from memoryhub.demo import loader, scenario
+from memoryhub.memory import lifecycle
+from memoryhub.memory.summaries import create_summary
 from memoryhub.models import Summary, SummaryStatus, Workflow
-from memoryhub.summaries import create_summary
-from memoryhub.traces import record_trace
 from tests.factories import append, event, make_workflow
 from triggers.services import decide
 

@@ -10,10 +10,10 @@ import re
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 
-from memoryhub.actors import Actor
+from memoryhub.context.traces import record_artifact, record_trace
+from memoryhub.core.actors import Actor
 from memoryhub.demo import loader, other, scenario
 from memoryhub.models import Artifact, ConsumerTrace, Summary, Workflow
-from memoryhub.traces import record_artifact, record_trace
 from tests.factories import append
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

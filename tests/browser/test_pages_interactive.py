@@ -11,7 +11,7 @@ from django.db import connections
 
 from memoryhub.demo import loader, scenario
 from memoryhub.models import Workflow
-from triggers import services
+from triggers import policy
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -98,7 +98,7 @@ def test_simulator_shares_a_run_and_saves_it_as_policy(page, live_server, login,
     page.click("#save-policy-form button[type=submit]")
     page.wait_for_url(re.compile(rf"/triggers/workflows/{scenario.WORKFLOW_ID}/policy/$"))
     assert "Saved the simulated candidate" in page.locator(".messages").inner_text()
-    spec, source, _ = services.effective_policy(workflow.tenant, workflow)
+    spec, source, _ = policy.effective_policy(workflow.tenant, workflow)
     assert (source, spec.target_tokens, spec.min_new_tokens) == ("workflow", 9000, 1500)
     assert page.js_errors == []
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 
 from memoryhub.client import ContextBudgetExceeded, MemoryHubClient
-from memoryhub.integrations.example_graph import (
+from memoryhub.examples.example_graph import (
     extract_requirements,
     generate_tests,
     publish_suite,

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 
 from memoryhub.client import ContextBudgetExceeded, MemoryHubClient
-from memoryhub.compaction.worker import running_worker
-from memoryhub.integrations.example_graph import COMPACTING_POLICY, facts_only_retrieval, run_example
+from memoryhub.examples.example_graph import COMPACTING_POLICY, facts_only_retrieval, run_example
 from memoryhub.models import CompactionJob, ConsumerTrace, JobStatus, Summary
+from memoryhub.pipeline.worker import running_worker
 from triggers.models import TriggerDecision
 
 pytestmark = pytest.mark.django_db(transaction=True)

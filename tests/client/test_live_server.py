@@ -173,7 +173,7 @@ def test_a_retried_append_whose_answer_was_lost_is_not_duplicated(live_server, a
 
 
 def test_example_graph_runs_offline_against_the_live_server(hub):
-    from memoryhub.integrations.example_graph import AGENTS, GRAPH_RELEASE, run_example
+    from memoryhub.examples.example_graph import AGENTS, GRAPH_RELEASE, run_example
 
     run = run_example(hub, "api-tests-live", artifact_id="T57")
 
@@ -204,7 +204,7 @@ def test_example_graph_runs_offline_against_the_live_server(hub):
 
 
 def test_a_publisher_that_crashed_after_publishing_resumes_without_duplicates(live_server, alice, tenant):
-    from memoryhub.integrations.example_graph import build_graph, initial_state
+    from memoryhub.examples.example_graph import build_graph, initial_state
 
     proxy = LossyProxy(live_server.url, "/artifacts/", drop=1)
     config = {"configurable": {"thread_id": "crashy"}}

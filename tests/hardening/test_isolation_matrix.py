@@ -1,7 +1,7 @@
 """Tenant isolation and roles, endpoint by endpoint and page by page.
 
 Every API operation (enumerated from the URLconf, cross-checked against /api/schema/) and every
-dashboard page (enumerated from ``memoryhub.pages.urlpatterns``) is called by each party of the
+dashboard page (enumerated from ``memoryhub.web.pages.urlpatterns``) is called by each party of the
 world (world.py): alice (acme admin), bob (acme reviewer), carol (acme viewer), mallory (admin of
 globex, an outsider to acme), a revoked acme admin key and no credentials at all.
 
@@ -24,9 +24,9 @@ from django.urls import URLPattern, reverse
 from rest_framework.test import APIClient
 
 from audit.models import AuditEntry
-from memoryhub.api.urls import v1_patterns
 from memoryhub.models import AlertRule, Channel, Role, Workflow, role_at_least
-from memoryhub.pages import urlpatterns as page_patterns
+from memoryhub.web.api.urls import v1_patterns
+from memoryhub.web.pages import urlpatterns as page_patterns
 from tests.hardening.world import ACME_DAYS, ACME_TARGET, GLOBEX_DAYS, GLOBEX_TARGET, REVIEW_WF, World
 
 pytestmark = pytest.mark.slow

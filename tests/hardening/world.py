@@ -17,12 +17,12 @@ from typing import Any
 from audit.investigate import investigate
 from audit.purge import parse_selector, purge_events
 from audit.retention import set_policies
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
-from memoryhub.alerting import services as alerting
-from memoryhub.compaction.jobs import request_compaction
+from memoryhub.core.actors import Actor
 from memoryhub.demo import scenario
 from memoryhub.demo.loader import load
+from memoryhub.memory import lifecycle
+from memoryhub.memory.summaries import create_summary
+from memoryhub.memory.validation import ValidationOutcome
 from memoryhub.models import (
     AlertEvent,
     AlertRule,
@@ -37,8 +37,8 @@ from memoryhub.models import (
     Tenant,
     Workflow,
 )
-from memoryhub.summaries import create_summary
-from memoryhub.validation import ValidationOutcome
+from memoryhub.observe.alerting import services as alerting
+from memoryhub.pipeline.jobs import request_compaction
 from tests.conftest import Party
 from tests.factories import append, event, make_workflow
 from triggers import services as triggers
@@ -194,7 +194,7 @@ def _extras(tenant: Tenant, workflow: Workflow, tag: str, *, days: int, target: 
     """The rows the demo does not make: a channel wired to a new rule that has flipped, a trigger
     decision, a workflow policy override, a tenant default policy, a retention policy and a
     purge. ``days`` and ``target`` differ per tenant so a leaked value is recognisable."""
-    from memoryhub.alerting.evaluate import evaluate_rule
+    from memoryhub.observe.alerting.evaluate import evaluate_rule
 
     channel = alerting.create_channel(
         tenant, {"kind": "webhook", "name": f"{tag}-hook", "url": f"https://hooks.example.com/{tag}"}, BUILDER
@@ -226,7 +226,7 @@ def _globex_objects(globex: Tenant) -> None:
     summary = lifecycle.validate(_summary(workflow, 8, "globex"), BUILDER)
     workflow.refresh_from_db()
     lifecycle.activate(summary, workflow.active_revision, BUILDER)
-    from memoryhub.traces import record_artifact, record_trace
+    from memoryhub.context.traces import record_artifact, record_trace
 
     record_trace(
         workflow,
@@ -273,7 +273,7 @@ def build(var_dir) -> World:
         "carol": Party(acme, "carol", Role.VIEWER),
         "mallory": Party(globex, "mallory", Role.ADMIN),
     }
-    from memoryhub.tenancy import issue_api_key, revoke_api_key
+    from memoryhub.accounts.tenancy import issue_api_key, revoke_api_key
 
     revoked = issue_api_key(acme, "h9-revoked", role=Role.ADMIN)
     revoke_api_key(revoked.key, BUILDER)

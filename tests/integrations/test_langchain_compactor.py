@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from memoryhub.client import MemoryHubClient
+from memoryhub.examples.langchain_example import ExtractiveSummarizer, ScriptedAgentModel
 from memoryhub.integrations.langchain import MemoryHubSummarizationMiddleware
-from memoryhub.integrations.langchain_example import ExtractiveSummarizer, ScriptedAgentModel
 
 
 def middleware(**kwargs) -> MemoryHubSummarizationMiddleware:

@@ -11,8 +11,8 @@ import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from memoryhub.client import MemoryHubClient
+from memoryhub.examples.langchain_example import ScriptedAgentModel, run_example
 from memoryhub.integrations.langchain import SUMMARY_KEY, MemoryHubSummarizationMiddleware
-from memoryhub.integrations.langchain_example import ScriptedAgentModel, run_example
 from memoryhub.models import ConsumerTrace, Event, Summary, Workflow
 from triggers.models import TriggerDecision
 

@@ -14,10 +14,10 @@ import pytest
 from openai import AsyncOpenAI
 
 from memoryhub.client import MemoryHubClient
+from memoryhub.core.opaque import OPAQUE_SCHEMA, validation_result
+from memoryhub.examples.openai_agents_example import compact_handler, run_example
 from memoryhub.integrations.openai_agents import COMPACTOR_NAME, MemoryHubSession
-from memoryhub.integrations.openai_agents_example import compact_handler, run_example
 from memoryhub.models import Event, Summary, Workflow
-from memoryhub.opaque import OPAQUE_SCHEMA, validation_result
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

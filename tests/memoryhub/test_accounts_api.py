@@ -10,8 +10,8 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from audit.models import AuditEntry
+from memoryhub.accounts.tenancy import issue_api_key
 from memoryhub.models import ApiKey, Membership, Role
-from memoryhub.tenancy import issue_api_key
 
 pytestmark = pytest.mark.django_db
 
@@ -153,7 +153,7 @@ def test_members_added_reroled_and_removed_through_the_api(alice, bob, tenant):
 
 
 def test_each_tenant_lists_exactly_its_own_members(alice, bob, mallory, tenant):
-    from memoryhub.tenancy import add_member
+    from memoryhub.accounts.tenancy import add_member
 
     add_member(mallory.tenant, "bob", Role.VIEWER)  # bob belongs to both tenants now
 
@@ -235,9 +235,9 @@ def test_a_demoted_member_keeps_no_key_above_their_new_role(alice, bob, tenant):
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_two_admins_removing_each_other_at_once_leave_one_admin(tenant):
-    from memoryhub.actors import Actor
-    from memoryhub.errors import Conflict
-    from memoryhub.tenancy import add_member, remove_member
+    from memoryhub.accounts.tenancy import add_member, remove_member
+    from memoryhub.core.actors import Actor
+    from memoryhub.core.errors import Conflict
 
     if connection.vendor != "postgresql":
         pytest.fail("needs PostgreSQL: SQLite serialises writers, so there is no race to test")

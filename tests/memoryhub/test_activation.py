@@ -1,7 +1,7 @@
 """Compare-and-swap activation under real concurrency (PostgreSQL: real threads, one connection
 each), plus the same invariants checked on a sequential randomized run that also runs on SQLite.
 
-Revision-bumping actions (see memoryhub.lifecycle): activate, rollback, and quarantine of the
+Revision-bumping actions (see memoryhub.memory.lifecycle): activate, rollback, and quarantine of the
 ACTIVE summary (its automatic fallback, or the move to none). Each writes exactly one applied
 LifecycleEvent with observed_revision = the revision it replaced.
 """
@@ -20,10 +20,10 @@ import pytest
 from django.db import connection
 from rest_framework.test import APIClient
 
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
-from memoryhub.errors import DomainError
-from memoryhub.events import append_events, parse_batch, tokens_through
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import DomainError
+from memoryhub.memory import lifecycle
+from memoryhub.memory.events import append_events, parse_batch, tokens_through
 from memoryhub.models import LifecycleEvent, Summary, Workflow
 from tests.factories import (
     COMPACTOR,

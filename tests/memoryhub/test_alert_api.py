@@ -272,7 +272,7 @@ def test_mute_and_unmute(api, tenant):
 
 
 def test_enable_clears_a_disabled_channel(api, tenant, receiver):
-    from memoryhub.alerting.deliver import send_test
+    from memoryhub.observe.alerting.deliver import send_test
 
     cid = create_channel(api, url=receiver.url("/status/410")).json()["id"]
     (failed,) = send_test(channel_id=cid)  # a permanent error disables the channel
@@ -285,7 +285,7 @@ def test_enable_clears_a_disabled_channel(api, tenant, receiver):
 
 
 def test_alerts_list_shows_flips_newest_first_and_filters(api, tenant):
-    from memoryhub.alerting.evaluate import evaluate_due_rules
+    from memoryhub.observe.alerting.evaluate import evaluate_due_rules
 
     summary = activated(build_workflow(tenant, "wf", n=10))
     with frozen(T0):

@@ -10,8 +10,8 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from memoryhub.alerting.evaluate import evaluate_rule
 from memoryhub.models import AlertEvaluation, AlertRule
+from memoryhub.observe.alerting.evaluate import evaluate_rule
 from tests.conftest import PASSWORD
 from tests.factories import activated, add_tokens, content_for, make_workflow
 

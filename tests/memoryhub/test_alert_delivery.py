@@ -11,13 +11,13 @@ import pytest
 from django.core import mail
 
 from audit.models import AuditEntry
-from memoryhub.alerting import deliver
-from memoryhub.alerting.deliver import MAX_ATTEMPTS, deliver_pending, send_test
-from memoryhub.alerting.evaluate import evaluate_due_rules
-from memoryhub.alerting.services import update_channel
-from memoryhub.alerting.transports import webhook
-from memoryhub.alerting.transports.base import Message
 from memoryhub.models import AlertEvent, AlertRule, Channel, Notification
+from memoryhub.observe.alerting import deliver
+from memoryhub.observe.alerting.deliver import MAX_ATTEMPTS, deliver_pending, send_test
+from memoryhub.observe.alerting.evaluate import evaluate_due_rules
+from memoryhub.observe.alerting.services import update_channel
+from memoryhub.observe.alerting.transports import webhook
+from memoryhub.observe.alerting.transports.base import Message
 from tests.factories import ADMIN, activated, alert_channel, build_workflow, only_rule, stale_activation
 from tests.helpers import T0, frozen
 

@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from memoryhub.alerting import evaluate
-from memoryhub.alerting.evaluate import classify, evaluate_due_rules, evaluate_rule
-from memoryhub.alerting.services import clean_rule, update_rule
-from memoryhub.alerts_defaults import DEFAULT_RULES
+from memoryhub.accounts.alerts_defaults import DEFAULT_RULES
 from memoryhub.models import AlertEvaluation, AlertEvent, AlertRule
+from memoryhub.observe.alerting import evaluate
+from memoryhub.observe.alerting.evaluate import classify, evaluate_due_rules, evaluate_rule
+from memoryhub.observe.alerting.services import clean_rule, update_rule
 from tests import factories as f
 from tests.factories import ADMIN, add_tokens, build_workflow, make_workflow
 from tests.helpers import T0, frozen

@@ -11,13 +11,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from memoryhub import lifecycle
-from memoryhub.alerting.deliver import deliver_pending
-from memoryhub.alerting.evaluate import evaluate_due_rules
-from memoryhub.alerting.services import update_rule
-from memoryhub.metrics import compute
+from memoryhub.context.traces import record_trace
+from memoryhub.memory import lifecycle
 from memoryhub.models import AlertEvaluation, AlertRule, Channel, Notification
-from memoryhub.traces import record_trace
+from memoryhub.observe.alerting.deliver import deliver_pending
+from memoryhub.observe.alerting.evaluate import evaluate_due_rules
+from memoryhub.observe.alerting.services import update_rule
+from memoryhub.observe.metrics import compute
 from tests.factories import ADMIN, WORKER, activated, alert_channel, build_workflow, candidate, validated
 
 
@@ -88,9 +88,9 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 60, what: str = "co
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_a_real_worker_evaluates_delivers_and_sends_test_notifications(tenant, alice, receiver, tmp_path):
-    from memoryhub.alerting import tasks
     from memoryhub.celery import app
-    from memoryhub.compaction.worker import running_worker
+    from memoryhub.observe.alerting import tasks
+    from memoryhub.pipeline.worker import running_worker
 
     channel = webhook(tenant, receiver)
     incident(tenant)

@@ -12,10 +12,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memoryhub.alerting.deliver import SYSTEM_ACTOR, disable_channel
-from memoryhub.alerting.evaluate import evaluate_due_rules
-from memoryhub.alerting.services import update_rule
 from memoryhub.models import AlertRule, Channel
+from memoryhub.observe.alerting.deliver import SYSTEM_ACTOR, disable_channel
+from memoryhub.observe.alerting.evaluate import evaluate_due_rules
+from memoryhub.observe.alerting.services import update_rule
 from tests.factories import (
     ADMIN,
     activated,

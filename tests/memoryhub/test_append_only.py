@@ -8,7 +8,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from audit.models import AuditEntry, Purge
-from memoryhub import lifecycle
+from memoryhub.memory import lifecycle
 from memoryhub.models import Event, LifecycleEvent, Summary, ValidationRecord
 from tests.factories import WORKER, activated, build_workflow
 

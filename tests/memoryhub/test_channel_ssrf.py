@@ -12,8 +12,8 @@ import socket
 import pytest
 
 from audit.models import AuditEntry
-from memoryhub.alerting.deliver import send_test
 from memoryhub.models import Channel, Notification
+from memoryhub.observe.alerting.deliver import send_test
 from tests.helpers import Receiver, form_post
 
 PUBLIC_IP = "93.184.216.34"  # documentation-style public address: never actually connected to

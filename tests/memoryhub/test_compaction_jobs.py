@@ -11,9 +11,8 @@ import pytest
 from django.db import connection
 
 from audit.models import AuditEntry
-from memoryhub.actors import Actor
-from memoryhub.compaction import jobs
 from memoryhub.compaction.samples import payments_workflow
+from memoryhub.core.actors import Actor
 from memoryhub.models import (
     CompactionJob,
     JobStatus,
@@ -21,6 +20,7 @@ from memoryhub.models import (
     Summary,
     SummaryStatus,
 )
+from memoryhub.pipeline import jobs
 from tests.factories import append, make_workflow, payments, require_approval
 from tests.helpers import post
 from tests.memoryhub.llm_endpoint import fake_llm

@@ -26,8 +26,8 @@ from memoryhub.compaction import (
 )
 from memoryhub.compaction.samples import as_source_events, payments_workflow
 from memoryhub.compaction.tokens import encoding_for_model, get_encoding, truncate_to_tokens
-from memoryhub.facts import is_mandatory
-from memoryhub.validation import validate_summary
+from memoryhub.core.facts import is_mandatory
+from memoryhub.memory.validation import validate_summary
 from tests.memoryhub.llm_endpoint import FakeLLM, fake_llm
 
 

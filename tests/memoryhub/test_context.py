@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from memoryhub.context import (
+from memoryhub.context.assembly import (
     CONTEXT_ID_PREFIX,
     ReadCoordinates,
     manifest_hash,
     parse_context_id,
     recompute_manifest_hash,
 )
-from memoryhub.errors import InvalidInput
+from memoryhub.core.errors import InvalidInput
 from memoryhub.models import Event, Workflow
 from memoryhub.models.workflows import EVENT_API_FIELDS
 from tests.factories import activated, add_events, append, append_n, build_workflow, event, make_workflow
@@ -155,8 +155,8 @@ def test_query_count_does_not_grow_with_history(api, tenant, django_assert_num_q
 
 def test_a_concurrent_append_cannot_slip_into_a_read(tenant):
     """The tail is bounded by the head of the snapshot the read started from."""
-    from memoryhub.context import assemble_context
-    from memoryhub.workflows import get_workflow
+    from memoryhub.context.assembly import assemble_context
+    from memoryhub.memory.workflows import get_workflow
 
     workflow = make_workflow(tenant, "wf")
     append(workflow, [event(i) for i in range(1, 4)])

@@ -63,9 +63,9 @@ def test_the_application_runs_as_the_app_role(app_role, tenant):
     """A real process (manage.py shell) connected as the non-owner role appends events and activates."""
     script = (
         "from memoryhub.models import Tenant\n"
-        "from memoryhub.actors import Actor\n"
-        "from memoryhub.workflows import create_workflow\n"
-        "from memoryhub.events import append_events, parse_batch\n"
+        "from memoryhub.core.actors import Actor\n"
+        "from memoryhub.memory.workflows import create_workflow\n"
+        "from memoryhub.memory.events import append_events, parse_batch\n"
         "t = Tenant.objects.get(slug='acme')\n"
         "wf, _ = create_workflow(t, 'as-app-role', actor=Actor.system('t'))\n"
         "evs, _ = parse_batch({'events': [{'kind': 'message', 'content': 'hello', 'client_event_id': 'x1'}]})\n"

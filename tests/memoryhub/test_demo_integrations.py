@@ -10,10 +10,10 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from audit.lineage import artifact_lineage
+from memoryhub.core.opaque import OPAQUE_SCHEMA, validation_result
 from memoryhub.demo import scenario
 from memoryhub.demo.integrations import LANGCHAIN_ARTIFACT, LANGCHAIN_WORKFLOW, OPENAI_AGENTS_WORKFLOW
 from memoryhub.models import Artifact, Event, Summary, Workflow
-from memoryhub.opaque import OPAQUE_SCHEMA, validation_result
 
 pytestmark = pytest.mark.django_db
 

@@ -10,6 +10,7 @@ from django.contrib.auth import authenticate
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from memoryhub.accounts.tenancy import verify_api_key
 from memoryhub.demo import scenario
 from memoryhub.models import (
     Artifact,
@@ -22,7 +23,6 @@ from memoryhub.models import (
     ValidationRecord,
     Workflow,
 )
-from memoryhub.tenancy import verify_api_key
 
 pytestmark = pytest.mark.django_db
 
@@ -136,7 +136,7 @@ def test_second_load_refuses_and_skip_if_loaded_is_quiet(loaded):
 
 
 def test_live_steps_request_one_compaction_of_refunds(loaded):
-    from memoryhub.compaction.jobs import run_job
+    from memoryhub.pipeline.jobs import run_job
 
     out = StringIO()
     call_command("load_demo", "--live-steps", "--wait", "0", stdout=out)

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import tiktoken
 
-from memoryhub.canonical import canonical_bytes, hash_value, sha256_hex
+from memoryhub.core.canonical import canonical_bytes, hash_value, sha256_hex
+from memoryhub.core.facts import FACT_KINDS, FACT_STATES, is_mandatory
 from memoryhub.demo import scenario
-from memoryhub.facts import FACT_KINDS, FACT_STATES, is_mandatory
 
 EVENT_KINDS = {
     "message",
@@ -192,7 +192,7 @@ def test_the_real_validator_passes_s1_s2_s3(events, summaries):
     """The miss is free text: every rule of the structured validator passes, so only an
     investigation over the source events can reveal it."""
     from memoryhub.compaction.samples import as_source_events
-    from memoryhub.validation import validate_summary
+    from memoryhub.memory.validation import validate_summary
 
     source = as_source_events(events)
     previous = None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from audit.purge import purge_events
-from memoryhub.actors import Actor
+from memoryhub.core.actors import Actor
 from memoryhub.models import Event, Workflow
 from tests.factories import make_workflow
 

@@ -18,13 +18,13 @@ from django.conf import settings
 from django.db import connection
 
 from audit.verify import verify_chain
-from memoryhub.actors import Actor
+from memoryhub.accounts.tenancy import issue_api_key
 from memoryhub.bench.server import running_server
 from memoryhub.client import MemoryHubClient
-from memoryhub.compaction import jobs
-from memoryhub.compaction.worker import database_url, running_worker
+from memoryhub.core.actors import Actor
 from memoryhub.models import CompactionJob, Event, JobStatus, Summary
-from memoryhub.tenancy import issue_api_key
+from memoryhub.pipeline import jobs
+from memoryhub.pipeline.worker import database_url, running_worker
 from tests.factories import append, event, make_workflow
 from tests.memoryhub.llm_endpoint import fake_llm
 from tests.memoryhub.test_worker_compaction import app_broker, finished, free_port, redis_server, wait_for

@@ -11,10 +11,10 @@ from django.contrib import admin
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from memoryhub.actors import Actor
+from memoryhub.accounts.tenancy import issue_api_key, revoke_api_key
+from memoryhub.core.actors import Actor
+from memoryhub.core.tokens import count_tokens
 from memoryhub.models import ApiKey, Event, Membership, Tenant
-from memoryhub.tenancy import issue_api_key, revoke_api_key
-from memoryhub.tokens import count_tokens
 from tests.factories import append, append_n, event, make_workflow
 from tests.helpers import form_post
 
@@ -177,7 +177,7 @@ def test_other_tenants_workflow_page_is_404(mallory, tenant):
 
 
 def test_tenant_switcher(alice, other_tenant):
-    from memoryhub.tenancy import add_member
+    from memoryhub.accounts.tenancy import add_member
 
     add_member(other_tenant, "alice", "viewer")
     make_workflow(other_tenant, "globex-only")

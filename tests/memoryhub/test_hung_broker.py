@@ -18,9 +18,9 @@ import time
 import pytest
 
 from memoryhub.celery import app, publish
-from memoryhub.compaction.tasks import run_compaction
-from memoryhub.compaction.worker import running_worker
 from memoryhub.models import CompactionJob, JobStatus, Notification, OutboxMessage
+from memoryhub.pipeline.tasks import run_compaction
+from memoryhub.pipeline.worker import running_worker
 from memoryhub.schedules import BEAT_SCHEDULE
 from tests.factories import ADMIN, alert_channel, alert_rule, append, event, make_workflow
 from tests.memoryhub.test_worker_compaction import app_broker, finished, free_port, redis_server, wait_for
@@ -102,8 +102,8 @@ def test_a_message_published_twice_runs_once(tenant, alice, receiver, settings):
     """The request's publish may land after all (slow broker) and the sweeper publish it again:
     the task claims its outbox row, so the second delivery does nothing."""
     from memoryhub import outbox
-    from memoryhub.alerting.services import request_test_send
-    from memoryhub.alerting.tasks import send_test
+    from memoryhub.observe.alerting.services import request_test_send
+    from memoryhub.observe.alerting.tasks import send_test
 
     channel = alert_channel(tenant, name="ops", url=receiver.url("/ok"))
     app.control.purge()

@@ -189,8 +189,8 @@ def test_every_number_filter_is_bounded_to_what_the_database_holds():
     decimal to the driver. Every filter set of the API uses the bounded integer filter instead."""
     import django_filters
 
-    from memoryhub.api import urls  # noqa: F401  (imports every API module and its filter sets)
-    from memoryhub.api.fields import SafeIntegerFilter
+    from memoryhub.web.api import urls  # noqa: F401  (imports every API module and its filter sets)
+    from memoryhub.web.api.fields import SafeIntegerFilter
 
     def subclasses(cls):
         for sub in cls.__subclasses__():

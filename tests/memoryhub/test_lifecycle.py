@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from audit.models import AuditEntry
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
-from memoryhub.errors import Conflict, InvalidInput
-from memoryhub.events import tokens_through
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import Conflict, InvalidInput
+from memoryhub.memory import lifecycle
+from memoryhub.memory.events import tokens_through
 from memoryhub.models import LifecycleEvent, Summary, ValidationRecord, Workflow
 from tests.factories import (
     REVIEWER,
@@ -486,7 +486,7 @@ def test_approve_and_activate_in_one_call_over_the_api(api, bob, carol, tenant):
 
 
 def test_api_roles_come_from_the_same_rule_as_the_buttons(api, bob, carol, tenant):
-    from memoryhub.api import summaries as views
+    from memoryhub.web.api import summaries as views
 
     for name, view in vars(views).items():
         if isinstance(view, type) and issubclass(view, views._Action) and view.lifecycle_action:

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 from django.db import connection
 
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
-from memoryhub.errors import Conflict
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import Conflict
+from memoryhub.memory import lifecycle
 from memoryhub.models import LifecycleEvent, Summary, SummaryStatus, Workflow
 from tests.factories import REVIEWER, WORKER, activated, build_workflow, validated
 from tests.memoryhub.test_lifecycle import assert_totals

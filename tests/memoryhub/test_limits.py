@@ -27,7 +27,7 @@ def test_page_size_is_capped(api, tenant):
         make_workflow(tenant, f"wf-{i}")
     r = api.get("/api/v1/workflows/?page_size=100000")
     assert r.status_code == 200 and len(r.json()["results"]) == 3
-    from memoryhub.api.pagination import StandardPagination
+    from memoryhub.web.api.pagination import StandardPagination
 
     assert StandardPagination.max_page_size == 500
     r = api.get("/api/v1/workflows/wf-0/events/?limit=100000")
@@ -105,7 +105,7 @@ def test_debug_defaults_are_flagged_by_check_deploy():
 
 
 def test_review_actions_are_throttled_per_api_key(alice, bob, tenant, monkeypatch):
-    from memoryhub.api.throttles import ReviewThrottle
+    from memoryhub.web.api.throttles import ReviewThrottle
 
     # DRF reads the rates into the class when it is defined: patch them there.
     monkeypatch.setattr(

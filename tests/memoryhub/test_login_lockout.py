@@ -61,7 +61,7 @@ def test_one_address_is_locked_whatever_the_account(client, alice):
 
 @pytest.mark.django_db
 def test_client_address_comes_from_the_configured_proxy_header(rf):
-    from memoryhub.login_throttle import client_address
+    from memoryhub.web.login_throttle import client_address
 
     request = rf.post("/accounts/login/", REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR="6.6.6.6, 1.2.3.4")
     assert client_address(request) == "10.0.0.1"  # header not configured: the TCP peer

@@ -13,10 +13,11 @@ from django.test.utils import CaptureQueriesContext, override_settings
 
 from audit.investigate import investigate
 from audit.models import Investigation
-from memoryhub import lifecycle, metrics
-from memoryhub.errors import Conflict
-from memoryhub.metrics import METRICS, compute, rollup, rollup_all, series, snapshot
+from memoryhub.core.errors import Conflict
+from memoryhub.memory import lifecycle
 from memoryhub.models import MetricSample
+from memoryhub.observe import metrics
+from memoryhub.observe.metrics import METRICS, compute, rollup, rollup_all, series, snapshot
 from tests import factories as f
 from tests.factories import REVIEWER, add_tokens, build_workflow, make_workflow
 from tests.helpers import T0, frozen
@@ -407,7 +408,7 @@ def test_prometheus_refuses_missing_or_wrong_tokens(client, tenant, header):
 
 
 def test_prometheus_label_escaping():
-    from memoryhub.alerting.prometheus import escape_label, format_value
+    from memoryhub.observe.alerting.prometheus import escape_label, format_value
 
     assert escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
     assert format_value(3.0) == "3"

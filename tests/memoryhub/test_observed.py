@@ -7,13 +7,13 @@ import hashlib
 import pytest
 
 from audit.investigate import investigate
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
-from memoryhub.errors import Conflict, InvalidInput
+from memoryhub.context.traces import record_artifact, record_trace
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import Conflict, InvalidInput
+from memoryhub.memory import lifecycle
+from memoryhub.memory.observed import record_observed_compaction, threshold_in_force
+from memoryhub.memory.summaries import summary_detail, verify_summary
 from memoryhub.models import CompactionJob, Summary, SummaryStatus, WorkflowSource
-from memoryhub.observed import record_observed_compaction, threshold_in_force
-from memoryhub.summaries import summary_detail, verify_summary
-from memoryhub.traces import record_artifact, record_trace
 from tests.factories import append, make_workflow
 
 ACTOR = Actor.system("claude-code-hook")

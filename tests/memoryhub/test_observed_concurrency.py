@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from memoryhub.actors import Actor
+from memoryhub.core.actors import Actor
 from memoryhub.integrations.otel_ingest import ingest
+from memoryhub.memory.observed import record_observed_compaction
+from memoryhub.memory.workflows import get_workflow
 from memoryhub.models import CompactionJob, ConsumerTrace, Event, OtelSpan, Summary, Workflow
-from memoryhub.observed import record_observed_compaction
-from memoryhub.workflows import get_workflow
 from tests.factories import append, event, make_workflow
 from tests.helpers import race
 

@@ -9,9 +9,9 @@ import pytest
 import time_machine
 from django.utils import timezone
 
-from memoryhub import metrics
 from memoryhub.models import MetricSample
-from memoryhub.views import dashboard
+from memoryhub.observe import metrics
+from memoryhub.web.views import dashboard
 from tests.memoryhub.test_pages import build_story
 
 pytestmark = pytest.mark.django_db

@@ -17,10 +17,11 @@ import pytest
 import time_machine
 from django.utils import timezone
 
-from memoryhub import figures, lifecycle
-from memoryhub.actors import Actor
+from memoryhub.core.actors import Actor
+from memoryhub.memory import lifecycle
 from memoryhub.models import Summary, SummaryStatus, Workflow
-from memoryhub.views import dashboard
+from memoryhub.observe import figures
+from memoryhub.web.views import dashboard
 from tests.factories import (
     SCOPE_EVERY,
     WORKER,

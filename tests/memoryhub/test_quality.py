@@ -10,14 +10,13 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from memoryhub import quality as q
-from memoryhub.canonical import canonical_bytes, sha256_hex
 from memoryhub.compaction import get_compactor
-from memoryhub.compaction.jobs import request_compaction
 from memoryhub.compaction.samples import as_source_events
 from memoryhub.compaction.types import SourceEvent
+from memoryhub.core import quality as q
+from memoryhub.core.canonical import canonical_bytes, sha256_hex
 from memoryhub.demo import scenario
-from memoryhub.metrics import compute
+from memoryhub.memory.validation import CHECKS_BY_VERSION, WaiverError, apply_waivers, validate_summary
 from memoryhub.models import (
     AlertRule,
     ConsumerTrace,
@@ -27,7 +26,8 @@ from memoryhub.models import (
     TokenEstimate,
     Workflow,
 )
-from memoryhub.validation import CHECKS_BY_VERSION, WaiverError, apply_waivers, validate_summary
+from memoryhub.observe.metrics import compute
+from memoryhub.pipeline.jobs import request_compaction
 from tests.factories import TEST_ACTOR, append, event, make_workflow
 
 # -- pure: extraction --------------------------------------------------------------------------
@@ -262,7 +262,7 @@ def loaded(db, settings, tmp_path):
 
 
 def test_demo_s3_was_validated_by_rules_5_and_its_page_shows_the_retention_gap(loaded):
-    from memoryhub.lifecycle import run_validator
+    from memoryhub.memory.lifecycle import run_validator
 
     s3 = Summary.objects.get(workflow__external_id=scenario.WORKFLOW_ID, version=3)
     assert s3.validations.latest("created_at").validator_version == "rules-5"
@@ -389,7 +389,7 @@ def test_policy_quality_block_round_trips_and_rejects_bad_floors(api, tenant):
     bad = api.put(url, {"quality": {"floors": {"numbers": 2}}}, format="json")
     assert bad.status_code == 400 and "quality.floors.numbers" in bad.json()["detail"]
     assert api.get(url).json()["quality"]["floors"]["numbers"] == 0.5
-    from memoryhub.lifecycle import run_validator
+    from memoryhub.memory.lifecycle import run_validator
     from tests.factories import candidate
 
     append(wf, [event(1)])
@@ -417,7 +417,7 @@ def test_summary_json_accepts_a_salient_block_and_rejects_a_bad_one(api, tenant)
 def test_decay_chart_is_valid_plotly_with_one_line_per_class():
     import plotly.graph_objects as go
 
-    from memoryhub import figures
+    from memoryhub.observe import figures
 
     fig = figures.decay_curve(
         [1, 2, 3], {"facts": [1.0, 1.0, 0.5], "paths": [1.0, 0.25, None]}, q.CLASS_LABELS

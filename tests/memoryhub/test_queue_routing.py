@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 
 from memoryhub.celery import app
-from memoryhub.compaction import jobs
 from memoryhub.models import AlertEvent, CompactionJob, JobStatus, Notification
+from memoryhub.pipeline import jobs
 from memoryhub.schedules import BEAT_SCHEDULE
 from tests.factories import ADMIN, alert_channel, alert_rule, build_workflow
 
@@ -54,8 +54,8 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_an_alert_fires_and_delivers_while_compactions_back_up(tenant, settings, tmp_path, receiver):
-    from memoryhub.alerting import tasks
-    from memoryhub.compaction.worker import running_worker
+    from memoryhub.observe.alerting import tasks
+    from memoryhub.pipeline.worker import running_worker
 
     with fake_llm() as llm:
         llm.gate = threading.Event()  # every compaction hangs at the model until the test ends

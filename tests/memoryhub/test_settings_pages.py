@@ -12,8 +12,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEntry
+from memoryhub.accounts.tenancy import add_member, issue_api_key
 from memoryhub.models import ApiKey, Membership, Role
-from memoryhub.tenancy import add_member, issue_api_key
 from tests.factories import make_workflow
 from tests.helpers import form_post
 

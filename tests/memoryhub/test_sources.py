@@ -4,9 +4,9 @@ the threshold actually in force next to MemoryHub's recommendation."""
 
 from __future__ import annotations
 
-from memoryhub.actors import Actor
+from memoryhub.core.actors import Actor
+from memoryhub.memory.observed import record_observed_compaction
 from memoryhub.models import WorkflowSource
-from memoryhub.observed import record_observed_compaction
 from tests.factories import append, event, make_workflow
 
 ACTOR = Actor.system("tests")

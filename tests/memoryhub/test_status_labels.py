@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from memoryhub.alerting.deliver import MAX_ATTEMPTS, deliver_pending
-from memoryhub.alerting.evaluate import evaluate_rule
 from memoryhub.models import AlertRule
+from memoryhub.observe.alerting.deliver import MAX_ATTEMPTS, deliver_pending
+from memoryhub.observe.alerting.evaluate import evaluate_rule
 from memoryhub.templatetags.numbers import format_duration, format_metric, format_number, format_percent
 from tests.factories import activated, alert_channel, build_workflow, only_rule, require_approval, validated
 

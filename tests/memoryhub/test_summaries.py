@@ -10,12 +10,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEntry
-from memoryhub import lifecycle
-from memoryhub.append_only import BYPASS_TABLE
-from memoryhub.canonical import canonical_bytes, hash_value
+from memoryhub.core.append_only import BYPASS_TABLE
+from memoryhub.core.canonical import canonical_bytes, hash_value
+from memoryhub.core.tokens import count_tokens
+from memoryhub.memory import lifecycle
+from memoryhub.memory.summaries import summary_content, verify_summary
 from memoryhub.models import Summary
-from memoryhub.summaries import summary_content, verify_summary
-from memoryhub.tokens import count_tokens
 from tests.factories import (
     COMPACTOR,
     REVIEWER,

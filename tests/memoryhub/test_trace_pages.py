@@ -11,8 +11,8 @@ import time_machine
 from django.test import Client
 from django.utils import timezone
 
+from memoryhub.context.traces import record_artifact, record_trace
 from memoryhub.models import ConsumerTrace
-from memoryhub.traces import record_artifact, record_trace
 from tests.factories import TEST_ACTOR, append, event, make_workflow
 
 pytestmark = pytest.mark.django_db
@@ -188,7 +188,7 @@ def test_403_page_is_styled(carol, settings):
     from django.core.exceptions import PermissionDenied
     from django.test import RequestFactory
 
-    from memoryhub.pages import handler403
+    from memoryhub.web.pages import handler403
 
     request = RequestFactory().get("/retention/")
     request.user = carol.user
@@ -202,7 +202,7 @@ def test_403_page_is_styled(carol, settings):
 def test_500_page_is_styled_and_survives_a_broken_context(carol, settings, monkeypatch):
     from django.test import RequestFactory
 
-    from memoryhub import pages
+    from memoryhub.web import pages
 
     request = RequestFactory().get("/overview/")
     request.user = carol.user

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from audit.models import AuditEntry
-from memoryhub import lifecycle
-from memoryhub.canonical import hash_value
+from memoryhub.core.canonical import hash_value
+from memoryhub.memory import lifecycle
 from memoryhub.models import Artifact, ConsumerTrace
 from tests.factories import (
     REVIEWER,

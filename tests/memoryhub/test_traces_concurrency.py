@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from memoryhub.actors import Actor
-from memoryhub.context import assemble_context
+from memoryhub.context.assembly import assemble_context
+from memoryhub.context.traces import record_artifact, record_trace
+from memoryhub.core.actors import Actor
+from memoryhub.memory.workflows import get_workflow
 from memoryhub.models import Artifact, ConsumerTrace
-from memoryhub.traces import record_artifact, record_trace
-from memoryhub.workflows import get_workflow
 from tests.factories import append, event, make_workflow
 from tests.helpers import race
 

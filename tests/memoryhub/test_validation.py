@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from memoryhub.canonical import canonical_bytes, hash_value, sha256_hex
 from memoryhub.compaction import SourceEvent, count_json_tokens, get_compactor
-from memoryhub.validation import (
+from memoryhub.core.canonical import canonical_bytes, hash_value, sha256_hex
+from memoryhub.memory.validation import (
     CHECK_NAMES,
     VALIDATOR_VERSION,
     WaiverError,

@@ -7,14 +7,14 @@ import hashlib
 
 import pytest
 
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
-from memoryhub.canonical import canonical_bytes, sha256_hex
-from memoryhub.errors import InvalidInput
-from memoryhub.events import EventIn, append_events
-from memoryhub.summaries import check_content, create_summary
-from memoryhub.validation import CHECK_NAMES, CONTENT_CHECKS, validate_summary
-from memoryhub.workflows import create_workflow
+from memoryhub.core.actors import Actor
+from memoryhub.core.canonical import canonical_bytes, sha256_hex
+from memoryhub.core.errors import InvalidInput
+from memoryhub.memory import lifecycle
+from memoryhub.memory.events import EventIn, append_events
+from memoryhub.memory.summaries import check_content, create_summary
+from memoryhub.memory.validation import CHECK_NAMES, CONTENT_CHECKS, validate_summary
+from memoryhub.memory.workflows import create_workflow
 from tests.memoryhub.test_validation import EVENTS, base_content
 
 ENCRYPTED = b"gAAAAABn-encrypted-compaction-item"

@@ -18,12 +18,12 @@ from contextlib import contextmanager
 import pytest
 from kombu import pools as kombu_pools
 
-from memoryhub.actors import Actor
 from memoryhub.celery import app
-from memoryhub.compaction import jobs
-from memoryhub.compaction.tasks import run_compaction
-from memoryhub.compaction.worker import running_worker
+from memoryhub.core.actors import Actor
 from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus
+from memoryhub.pipeline import jobs
+from memoryhub.pipeline.tasks import run_compaction
+from memoryhub.pipeline.worker import running_worker
 from memoryhub.schedules import BEAT_SCHEDULE
 from tests.factories import payments
 from tests.memoryhub.llm_endpoint import FakeLLM, fake_llm

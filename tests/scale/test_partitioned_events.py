@@ -12,14 +12,14 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.utils import DatabaseError
 
-from memoryhub.models import Event
-from memoryhub.partitioning import (
+from memoryhub.core.partitioning import (
     TABLE,
     is_partitioned,
     partition_events,
     partition_names,
     unpartition_events,
 )
+from memoryhub.models import Event
 from tests.factories import append, event, make_workflow
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]

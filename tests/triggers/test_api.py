@@ -10,8 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from audit.models import AuditEntry
-from memoryhub.actors import Actor
-from memoryhub.errors import NotFound
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import NotFound
 from memoryhub.models import Workflow
 from tests import factories as f
 from tests.factories import add_tokens, append, event, make_workflow
@@ -485,8 +485,8 @@ def test_enqueue_failure_writes_nothing(api, wf):
 
 
 def test_rejected_newest_candidate_blocks_compaction(api, wf):
-    from memoryhub import lifecycle
-    from memoryhub.summaries import create_summary
+    from memoryhub.memory import lifecycle
+    from memoryhub.memory.summaries import create_summary
 
     append(wf, [event(i) for i in range(1, 4)])
     summary = create_summary(

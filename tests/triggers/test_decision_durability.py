@@ -13,7 +13,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from memoryhub.actors import Actor
+from memoryhub.core.actors import Actor
 from tests.factories import add_tokens, make_workflow
 from triggers import services
 from triggers.models import TriggerDecision

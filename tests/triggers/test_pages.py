@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import pytest
 
 from audit.models import AuditEntry
-from memoryhub.actors import Actor
+from memoryhub.core.actors import Actor
 from tests.factories import append, event, make_workflow
 from tests.helpers import form_post
 from triggers import services

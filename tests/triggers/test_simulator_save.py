@@ -14,7 +14,7 @@ from audit.models import AuditEntry
 from tests.factories import append, event, make_workflow
 from tests.helpers import form_post
 from tests.triggers.test_pages import form_data
-from triggers import services
+from triggers import policy, services
 from triggers.models import ContextPolicy
 
 pytestmark = pytest.mark.django_db
@@ -85,7 +85,7 @@ def _save(party, scope: str):
 def test_reviewer_saves_the_workflow_override_audited(bob, wf, tenant):
     response = _save(bob, "workflow")
     assert response.status_code == 302 and response["Location"] == "/triggers/workflows/wf-sim/policy/"
-    spec, source, _ = services.effective_policy(tenant, wf)
+    spec, source, _ = policy.effective_policy(tenant, wf)
     assert source == "workflow" and spec.context_window == 16_000 and spec.target_tokens == 2_000
     assert AuditEntry.objects.filter(tenant=tenant, action="policy.update").count() == 1
     assert not ContextPolicy.objects.filter(workflow__isnull=True).exists()
@@ -97,7 +97,7 @@ def test_tenant_default_needs_admin(bob, alice, wf, tenant):
     assert not ContextPolicy.objects.exists()
     response = _save(alice, "tenant")
     assert response.status_code == 302 and response["Location"] == "/triggers/policy/"
-    assert services.effective_policy(tenant, None)[0].context_window == 16_000
+    assert policy.effective_policy(tenant, None)[0].context_window == 16_000
 
 
 def test_viewer_sees_the_diff_but_cannot_save(carol, wf):

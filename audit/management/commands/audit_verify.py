@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from audit.verify import export_checkpoint, verify_chain
-from memoryhub.errors import InvalidInput
+from memoryhub.core.errors import InvalidInput
 from memoryhub.models import Tenant
 
 

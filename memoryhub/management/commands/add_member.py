@@ -4,8 +4,8 @@ import getpass
 
 from django.core.management.base import BaseCommand, CommandError
 
+from memoryhub.accounts.tenancy import add_member
 from memoryhub.models import Role, Tenant
-from memoryhub.tenancy import add_member
 
 
 class Command(BaseCommand):

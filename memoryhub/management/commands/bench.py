@@ -12,6 +12,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from memoryhub.bench import ingest, partitions, scale
 
+# Each benchmark module is imported only when chosen: some time optional extras (LangChain, the
+# OpenTelemetry SDK) that a production install lacks, and `bench --help` should not load them all.
+
 
 def _triggers(opts, log):
     from triggers import bench as trigger_bench
@@ -20,7 +23,7 @@ def _triggers(opts, log):
 
 
 def _compaction(opts, log):
-    from memoryhub.compaction import bench as compaction_bench
+    from memoryhub.bench import compaction as compaction_bench
 
     return compaction_bench.run(log=log)
 

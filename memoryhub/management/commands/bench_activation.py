@@ -28,20 +28,21 @@ import statistics
 import threading
 import time
 from collections import Counter
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, connections
 
-from memoryhub import lifecycle
-from memoryhub.actors import Actor
-from memoryhub.events import append_events, parse_batch
+from memoryhub.accounts.tenancy import create_tenant
+from memoryhub.core.actors import Actor
+from memoryhub.memory import lifecycle
+from memoryhub.memory.events import append_events, parse_batch
+from memoryhub.memory.summaries import create_summary
+from memoryhub.memory.workflows import create_workflow
 from memoryhub.models import LifecycleEvent, Summary, SummaryStatus, Workflow
-from memoryhub.summaries import create_summary
-from memoryhub.tenancy import create_tenant
-from memoryhub.workflows import create_workflow
 
 SETUP_ACTOR = Actor.system("bench_activation")
 
@@ -87,8 +88,8 @@ def _attempt(
     pool: dict[int, list[Summary]],
     rng: random.Random,
     worker: Actor,
-    around: Any = nullcontext,
-) -> tuple[Any, int, float]:
+    around: Callable[[], AbstractContextManager[object]] = nullcontext,
+) -> tuple[lifecycle.ActivationResult, int, float]:
     """One client iteration: read the revision, activate (or roll back to) a random version.
     ``around`` wraps the timed activation alone (the profiler uses it)."""
     wf = rng.choice(flows)
@@ -106,7 +107,12 @@ def _attempt(
 
 
 def _client_loop(
-    c: int, seed: int, seconds: float, flows: list[Workflow], pool: dict[int, list[Summary]], wait: Any
+    c: int,
+    seed: int,
+    seconds: float,
+    flows: list[Workflow],
+    pool: dict[int, list[Summary]],
+    wait: Callable[[], object],
 ) -> dict[str, Any]:
     """One client racing until its deadline; returns outcome counts, applied per workflow,
     latencies and errors (plain data, so a child process can send it back)."""

@@ -2,8 +2,8 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
+from memoryhub.accounts.tenancy import create_tenant, issue_api_key
 from memoryhub.models import Role, Tenant
-from memoryhub.tenancy import create_tenant, issue_api_key
 
 
 class Command(BaseCommand):

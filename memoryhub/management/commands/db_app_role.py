@@ -3,7 +3,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
-from memoryhub.db_role import grant_statements
+from memoryhub.core.db_role import grant_statements
 
 
 class Command(BaseCommand):

@@ -8,7 +8,7 @@ refuse too: it runs with ``session_replication_role = replica`` (superuser only)
 from django.core.management.commands.flush import Command as FlushCommand
 from django.db import connections
 
-from memoryhub.append_only import BYPASS_TABLE
+from memoryhub.core.append_only import BYPASS_TABLE
 
 
 class Command(FlushCommand):

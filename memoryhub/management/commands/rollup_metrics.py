@@ -13,8 +13,8 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from memoryhub import metrics
 from memoryhub.models import Tenant
+from memoryhub.observe import metrics
 
 
 class Command(BaseCommand):

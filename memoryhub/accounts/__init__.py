@@ -1,0 +1,1 @@
+"""Tenants, members and API keys."""

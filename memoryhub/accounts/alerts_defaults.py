@@ -1,0 +1,107 @@
+"""Default alert rules installed on every new tenant (explicit alerts for the failures the metrics exist to catch).
+
+create_tenant() calls install_default_rules(). The rules have no channels: flips are recorded and
+shown on /alerts/ until an admin attaches a channel.
+"""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from memoryhub.models import AlertRule, Comparator, Tenant
+
+DEFAULT_RULES: list[dict] = [
+    {
+        # Seed: "explicit alerts for ... consumers using an unvalidated summary".
+        "name": "Consumer read a non-validated summary",
+        "metric": "unvalidated_consumptions",
+        "aggregation": "sum",
+        "comparator": Comparator.GT,
+        "warning_threshold": None,
+        "critical_threshold": 0,
+        "window_minutes": 15,
+    },
+    {
+        # Seed: "explicit alerts for missing provenance" — a trace or artifact without a
+        # summary/tail reference or a context manifest.
+        "name": "Missing provenance",
+        "metric": "missing_provenance",
+        "aggregation": "sum",
+        "comparator": Comparator.GT,
+        "warning_threshold": None,
+        "critical_threshold": 0,
+        "window_minutes": 60,
+    },
+    {
+        "name": "Stale activation attempts (15 min)",
+        "metric": "stale_activation_attempts",
+        "aggregation": "sum",
+        "comparator": Comparator.GT,
+        "warning_threshold": 0,
+        "critical_threshold": 5,
+        "window_minutes": 15,
+    },
+    {
+        "name": "Validation failure rate",
+        "metric": "validation_failure_rate",
+        "aggregation": "last",
+        "comparator": Comparator.GT,
+        "warning_threshold": 0.2,
+        "critical_threshold": 0.5,
+        "window_minutes": 60,
+    },
+    {
+        "name": "Active summary age (events behind head)",
+        "metric": "active_summary_age_events",
+        "aggregation": "max",
+        "comparator": Comparator.GT,
+        "warning_threshold": 200,
+        "critical_threshold": 1000,
+        "window_minutes": 15,
+    },
+    {
+        # Tail tokens as a fraction of the workflow's safe history budget (18,000 in the seed).
+        "name": "Tail tokens over budget fraction",
+        "metric": "tail_budget_fraction",
+        "aggregation": "max",
+        "comparator": Comparator.GT,
+        "warning_threshold": 0.8,
+        "critical_threshold": 1.0,
+        "window_minutes": 15,
+    },
+    {
+        # A model call over the safe budget with no compaction requested or running: the
+        # trigger never fired (a framework's own auto-compact that silently stopped, say).
+        "name": "Missed compaction",
+        "metric": "missed_compaction",
+        "aggregation": "sum",
+        "comparator": Comparator.GT,
+        "warning_threshold": None,
+        "critical_threshold": 0,
+        "window_minutes": 60,
+    },
+    {
+        "name": "Overflow incidents",
+        "metric": "overflow_incidents",
+        "aggregation": "sum",
+        "comparator": Comparator.GT,
+        "warning_threshold": None,
+        "critical_threshold": 0,
+        "window_minutes": 60,
+    },
+]
+
+
+def install_default_rules(tenant: Tenant) -> list[AlertRule]:
+    """Create the default rules (idempotent by name); each is due for evaluation at once."""
+    created = []
+    now = timezone.now()
+    for spec in DEFAULT_RULES:
+        rule, was_created = AlertRule.objects.get_or_create(
+            tenant=tenant,
+            name=spec["name"],
+            defaults={**spec, "is_default": True, "interval_seconds": 60, "next_eval_at": now},
+        )
+        if was_created:
+            created.append(rule)
+    return created

@@ -1,0 +1,367 @@
+"""Tenants, memberships and API keys: every change to them, each with its audit entry.
+
+Members: ``invite_member`` (add a user to a tenant, creating the user if needed),
+``change_member_role``, ``remove_member`` — a tenant always keeps at least one admin, and keys a
+member created go with them (revoked on removal; revoked on a demotion below the key's role).
+Keys: ``issue_api_key`` (the secret is returned once), ``rotate_api_key`` (a new secret for the
+same name and role; the old one stops working at once), ``revoke_api_key``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.contrib.auth.validators import UnicodeUsernameValidator
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from audit.log import record
+from memoryhub.accounts.alerts_defaults import install_default_rules
+from memoryhub.core.actors import Actor
+from memoryhub.core.errors import Conflict, InvalidInput, NotFound
+from memoryhub.models import ApiKey, Membership, Role, Tenant, role_at_least
+
+KEY_PREFIX = "mh_"
+# last_used_at is a hint for humans, not an audit trail: touch it at most once a minute.
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    key: ApiKey
+    secret: str  # the full bearer token, shown exactly once
+
+
+def _hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@transaction.atomic
+def create_tenant(slug: str, name: str = "", actor: Actor | None = None) -> Tenant:
+    tenant = Tenant.objects.create(slug=slug, name=name or slug)
+    record(
+        tenant, actor or Actor.system("setup"), "tenant.create", tenant, {"slug": slug, "name": tenant.name}
+    )
+    install_default_rules(tenant)
+    return tenant
+
+
+def clean_role(value, field: str = "role") -> str:
+    if value not in Role.values:
+        raise InvalidInput(
+            f"{field}: must be one of {', '.join(Role.values)}, got {value!r}",
+            code="invalid_field",
+            field=field,
+        )
+    return str(value)
+
+
+def clean_key_name(value: object) -> str:
+    name = value.strip() if isinstance(value, str) else ""
+    if not name or len(name) > 100:
+        raise InvalidInput("name: 1-100 characters", code="invalid_field", field="name")
+    return name
+
+
+def _user_or_none(user):
+    return user if user is not None and getattr(user, "pk", None) else None
+
+
+def _mint(tenant: Tenant, name: str, role: str, created_by, actor: Actor) -> IssuedKey:
+    prefix = secrets.token_hex(4)
+    while ApiKey.objects.filter(prefix=prefix).exists():
+        prefix = secrets.token_hex(4)
+    secret_part = secrets.token_urlsafe(32).replace("-", "x").replace("_", "y")
+    token = f"{KEY_PREFIX}{prefix}_{secret_part}"
+    key = ApiKey.objects.create(
+        tenant=tenant,
+        name=name,
+        prefix=prefix,
+        secret_hash=_hash_secret(token),
+        role=role,
+        created_by=_user_or_none(created_by),
+        created_by_actor=str(actor),
+    )
+    return IssuedKey(key=key, secret=token)
+
+
+@transaction.atomic
+def issue_api_key(
+    tenant: Tenant, name: object, role: str = Role.ADMIN, created_by=None, actor: Actor | None = None
+) -> IssuedKey:
+    """A new key; its secret is in the result and nowhere else (only a SHA-256 is stored).
+    ``name`` may be raw request input: it is checked here (400 unless 1-100 characters)."""
+
+    actor = actor or Actor.system("setup")
+    issued = _mint(tenant, clean_key_name(name), clean_role(role), created_by, actor)
+    key = issued.key
+    record(tenant, actor, "api_key.issue", key, {"name": key.name, "prefix": key.prefix, "role": key.role})
+    return issued
+
+
+def api_keys_of(tenant: Tenant) -> QuerySet[ApiKey]:
+    """Every key of the tenant, active first, newest first, with its creator."""
+    return (
+        ApiKey.objects.filter(tenant=tenant)
+        .select_related("created_by", "replaced_by")
+        .order_by("revoked_at", "-created_at", "-pk")
+    )
+
+
+def get_api_key(tenant: Tenant, prefix: str) -> ApiKey:
+    key = ApiKey.objects.filter(tenant=tenant, prefix=prefix).select_related("created_by").first()
+    if key is None:
+        raise NotFound(f"no API key with prefix {prefix!r} in this tenant", code="api_key_not_found")
+    return key
+
+
+def _locked(key: ApiKey) -> ApiKey:
+    return ApiKey.objects.select_for_update().select_related("tenant").get(pk=key.pk)
+
+
+@transaction.atomic
+def rotate_api_key(key: ApiKey, actor: Actor, created_by=None) -> IssuedKey:
+    """Replace a key's secret: a new key with the same name and role; the old one is revoked now."""
+
+    key = _locked(key)
+    if key.revoked_at is not None:
+        raise Conflict(f"API key {key.prefix} is revoked; create a new one instead", code="api_key_revoked")
+    issued = _mint(key.tenant, key.name, key.role, created_by, actor)
+    key.revoked_at = timezone.now()
+    key.replaced_by = issued.key
+    key.save(update_fields=["revoked_at", "replaced_by"])
+    record(
+        key.tenant,
+        actor,
+        "api_key.rotate",
+        issued.key,
+        {"name": key.name, "role": key.role, "old_prefix": key.prefix, "prefix": issued.key.prefix},
+    )
+    return issued
+
+
+@transaction.atomic
+def revoke_api_key(key: ApiKey, actor: Actor, reason: str = "") -> ApiKey:
+    """Stop a key working; revoking a revoked key changes nothing and writes nothing."""
+
+    key = _locked(key)
+    if key.revoked_at is None:
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+        data = {"name": key.name, "prefix": key.prefix, "role": key.role}
+        if reason:
+            data["reason"] = reason
+        record(key.tenant, actor, "api_key.revoke", key, data)
+    return key
+
+
+def verify_api_key(token: str) -> ApiKey | None:
+    """The active key matching a bearer token, or None. Constant-time comparison of the hash."""
+    if not token.startswith(KEY_PREFIX):
+        return None
+    try:
+        prefix = token[len(KEY_PREFIX) :].split("_", 1)[0]
+    except IndexError:
+        return None
+    key = ApiKey.objects.select_related("tenant").filter(prefix=prefix).first()
+    if key is None or key.revoked_at is not None:
+        return None
+    if not hmac.compare_digest(key.secret_hash, _hash_secret(token)):
+        return None
+    now = timezone.now()
+    if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        key.last_used_at = now
+    return key
+
+
+@transaction.atomic
+def add_member(
+    tenant: Tenant, username: str, role: str, password: str | None = None, actor: Actor | None = None
+):
+    user_model = get_user_model()
+    user, created = user_model.objects.get_or_create(username=username)
+    if password:
+        user.set_password(password)
+        user.save()
+    elif created:
+        user.set_unusable_password()
+        user.save()
+    membership, _ = Membership.objects.update_or_create(user=user, tenant=tenant, defaults={"role": role})
+    record(
+        tenant, actor or Actor.system("setup"), "member.set", membership, {"username": username, "role": role}
+    )
+    return membership
+
+
+def members_of(tenant: Tenant) -> QuerySet[Membership]:
+    return Membership.objects.filter(tenant=tenant).select_related("user").order_by("user__username")
+
+
+def members_with_key_counts(tenant: Tenant) -> QuerySet[Membership]:
+    """Members with ``active_key_count``: the active keys each created in this tenant (one query)."""
+    active = (
+        ApiKey.objects.filter(tenant=tenant, created_by=OuterRef("user_id"), revoked_at__isnull=True)
+        .order_by()
+        .values("created_by")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return members_of(tenant).annotate(active_key_count=Coalesce(Subquery(active), 0))
+
+
+def get_membership(tenant: Tenant, username: str) -> Membership:
+    membership = members_of(tenant).filter(user__username=username).first()
+    if membership is None:
+        raise NotFound(f"{username!r} is not a member of this tenant", code="member_not_found")
+    return membership
+
+
+def _lock_tenant(tenant: Tenant) -> None:
+    """Member changes of one tenant run one at a time (so two admins cannot remove each other)."""
+    Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
+
+
+def _current(membership: Membership) -> Membership:
+    """The membership as it is now (another admin may have removed it meanwhile)."""
+    current = Membership.objects.select_related("user", "tenant").filter(pk=membership.pk).first()
+    if current is None:
+        raise NotFound("that member was removed meanwhile", code="member_not_found")
+    return current
+
+
+def _other_admins(membership: Membership) -> bool:
+    return (
+        Membership.objects.filter(tenant_id=membership.tenant_id, role=Role.ADMIN)
+        .exclude(pk=membership.pk)
+        .exists()
+    )
+
+
+def _revoke_keys_of(membership: Membership, actor: Actor, reason: str, above: str | None = None) -> list[str]:
+    """Revoke the active keys this member created in the tenant (only those above a role, if given)."""
+    keys = ApiKey.objects.filter(
+        tenant_id=membership.tenant_id, created_by_id=membership.user_id, revoked_at__isnull=True
+    ).order_by("pk")
+    revoked = []
+    for key in keys:
+        if above is not None and role_at_least(above, key.role):
+            continue
+        revoke_api_key(key, actor, reason=reason)
+        revoked.append(key.prefix)
+    return revoked
+
+
+@transaction.atomic
+def invite_member(
+    tenant: Tenant, username, role, actor: Actor, password: str | None = None
+) -> tuple[Membership, bool]:
+    """Add a user to the tenant; creates the user (with ``password``) when there is none.
+
+    An existing user keeps their password: an admin of one tenant never sets the password of a
+    user who may belong to others. Returns (membership, whether the user was created).
+    """
+
+    if not isinstance(username, str) or not username.strip():
+        raise InvalidInput("username: required", code="invalid_field", field="username")
+    username = username.strip()
+    try:
+        UnicodeUsernameValidator()(username)
+    except ValidationError:
+        raise InvalidInput(
+            "username: letters, digits and @/./+/-/_ only", code="invalid_field", field="username"
+        )
+    if len(username) > 150:
+        raise InvalidInput("username: at most 150 characters", code="invalid_field", field="username")
+    role = clean_role(role)
+    _lock_tenant(tenant)
+    user_model = get_user_model()
+    user = user_model.objects.filter(username=username).first()
+    if user is not None and Membership.objects.filter(tenant=tenant, user=user).exists():
+        raise Conflict(f"{username!r} is already a member; change their role instead", code="already_member")
+    created = user is None
+    if created:
+        if not password:
+            raise InvalidInput("password: required for a new user", code="invalid_field", field="password")
+        candidate = user_model(username=username)
+        try:
+            validate_password(password, candidate)
+        except ValidationError as exc:
+            raise InvalidInput("password: " + " ".join(exc.messages), code="invalid_field", field="password")
+        candidate.set_password(password)
+        candidate.save()
+        user = candidate
+    elif password:
+        raise InvalidInput(
+            f"password: {username!r} already has an account; their password is theirs to change",
+            code="invalid_field",
+            field="password",
+        )
+    assert user is not None
+    membership = Membership.objects.create(user=user, tenant=tenant, role=role)
+    record(tenant, actor, "member.add", membership, {"username": username, "role": role, "new_user": created})
+    return membership, created
+
+
+@transaction.atomic
+def change_member_role(membership: Membership, role, actor: Actor) -> Membership:
+    """Set a member's role; the last admin cannot be demoted. Keys the member created with a role
+    above the new one are revoked (a demoted member keeps no admin key)."""
+
+    role = clean_role(role)
+    _lock_tenant(membership.tenant)
+    membership = _current(membership)
+    previous = membership.role
+    if previous == role:
+        return membership
+    if previous == Role.ADMIN and not _other_admins(membership):
+        raise Conflict(
+            "the tenant's last admin cannot be demoted; make someone else admin first", code="last_admin"
+        )
+    membership.role = role
+    membership.save(update_fields=["role"])
+    revoked = _revoke_keys_of(membership, actor, reason=f"creator demoted to {role}", above=role)
+    record(
+        membership.tenant,
+        actor,
+        "member.role",
+        membership,
+        {"username": membership.user.get_username(), "from": previous, "role": role, "revoked_keys": revoked},
+    )
+    return membership
+
+
+@transaction.atomic
+def remove_member(membership: Membership, actor: Actor) -> list[str]:
+    """Remove a member; the keys they created in this tenant are revoked with them. Returns the
+    revoked keys' prefixes. The user account stays (it may belong to other tenants)."""
+
+    _lock_tenant(membership.tenant)
+    membership = _current(membership)
+    if membership.role == Role.ADMIN and not _other_admins(membership):
+        raise Conflict("the tenant's last admin cannot be removed", code="last_admin")
+    revoked = _revoke_keys_of(membership, actor, reason="creator removed from the tenant")
+    record(
+        membership.tenant,
+        actor,
+        "member.remove",
+        membership,
+        {"username": membership.user.get_username(), "role": membership.role, "revoked_keys": revoked},
+    )
+    membership.delete()
+    return revoked
+
+
+def memberships_for(user) -> list[Membership]:
+    if not user or not user.is_authenticated:
+        return []
+    return list(Membership.objects.filter(user=user).select_related("tenant").order_by("tenant__slug"))

@@ -1,0 +1,1 @@
+"""Reports over the domain: the metrics registry, overview reports, charts and alerting."""

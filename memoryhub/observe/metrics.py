@@ -1,0 +1,717 @@
+"""Health metrics of a tenant's compacted memory (docs/ARCHITECTURE.md "Metrics and alerts"), computed in the database.
+
+Every metric is one aggregate query over an indexed, tenant-scoped table: counts of lifecycle
+events, validation records, traces, jobs, decisions and investigations in a time window, or
+aggregates of the workflows' running totals. Nothing loops over history in Python.
+
+Kinds (they decide what a window means and how a metric aggregates):
+
+* ``counter`` — things that happened in ``[since, until)``; sums over buckets; ``since=None``
+  counts from the beginning (Prometheus counters).
+* ``ratio`` — a share (0..1) over the rows in the window; ``None`` when there are none.
+* ``mean`` — an average over the rows in the window; ``None`` when there are none.
+* ``gauge`` — the current state from running totals (the window is ignored); history comes only
+  from the MetricSample rollups written by ``rollup_all`` (beat, every 5 minutes).
+
+``series()`` reads the rollups for past buckets and computes the current bucket live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import (
+    Avg,
+    Count,
+    Exists,
+    F,
+    FloatField,
+    Max,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+)
+from django.db.models.expressions import CombinedExpression
+from django.db.models.functions import Abs, Cast, Coalesce, NullIf, Trunc
+from django.utils import timezone
+
+from audit.models import Investigation
+from memoryhub.models import (
+    Artifact,
+    CompactionJob,
+    ConsumerTrace,
+    JobStatus,
+    LifecycleAction,
+    LifecycleEvent,
+    LifecycleResult,
+    MetricSample,
+    Summary,
+    SummaryStatus,
+    Tenant,
+    TokenEstimate,
+    TraceFlag,
+    ValidationRecord,
+    Workflow,
+)
+from triggers.models import ContextPolicy, TriggerDecision
+
+COUNTER, GAUGE, RATIO, MEAN = "counter", "gauge", "ratio", "mean"
+
+# Which rule aggregations make sense per kind. A counter's "sum"/"count" over the window is its
+# count in the window; ratios and means are already "over the window" ("last"); gauges are sampled
+# at every evaluation, so max/min/avg reduce those samples (see memoryhub.observe.alerting.evaluate).
+AGGREGATIONS_BY_KIND: dict[str, tuple[str, ...]] = {
+    COUNTER: ("sum", "count"),
+    RATIO: ("last", "avg"),
+    MEAN: ("last", "avg"),
+    GAUGE: ("last", "max", "min", "avg"),
+}
+
+ROLLUP_BUCKET = timedelta(minutes=5)
+# How far back a rollup run fills buckets it missed (worker down), for window metrics.
+ROLLUP_BACKFILL_BUCKETS = 12
+DEFAULT_WINDOW = timedelta(hours=1)
+# Seed defaults: 32,000 − 4,000 − 5,000 − 3,000 − 2,000 (used when a tenant has no policy row).
+DEFAULT_SAFE_BUDGET = 18_000
+
+ACCEPTED_STATUSES = (SummaryStatus.VALIDATED, SummaryStatus.ACTIVE, SummaryStatus.SUPERSEDED)
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    """One metric: what it measures, its unit and its kind (counter | gauge | ratio | mean)."""
+
+    name: str
+    description: str
+    unit: str
+    kind: str
+
+    @property
+    def aggregations(self) -> tuple[str, ...]:
+        return AGGREGATIONS_BY_KIND[self.kind]
+
+    @property
+    def default_aggregation(self) -> str:
+        return self.aggregations[0]
+
+
+def _m(name: str, kind: str, unit: str, description: str) -> tuple[str, MetricDef]:
+    return name, MetricDef(name, description, unit, kind)
+
+
+METRICS: dict[str, MetricDef] = dict(
+    [
+        _m("summary_versions", COUNTER, "versions", "Summary versions written."),
+        _m(
+            "active_summary_age_seconds",
+            GAUGE,
+            "seconds",
+            "Age of the oldest active summary (time since it became active).",
+        ),
+        _m(
+            "active_summary_age_events",
+            GAUGE,
+            "events",
+            "Most source events committed after an active summary's watermark.",
+        ),
+        _m("tail_events", GAUGE, "events", "Largest uncompacted tail (events after the watermark)."),
+        _m("tail_tokens", GAUGE, "tokens", "Largest uncompacted tail in tokens."),
+        _m(
+            "tail_budget_fraction",
+            GAUGE,
+            "ratio",
+            "Largest tail tokens as a fraction of the workflow's safe history budget.",
+        ),
+        _m(
+            "stale_activation_attempts",
+            COUNTER,
+            "attempts",
+            "Activation or rollback attempts refused as stale (compare-and-swap lost or older watermark).",
+        ),
+        _m("validation_failures", COUNTER, "records", "Validation runs that failed."),
+        _m("validation_failure_rate", RATIO, "ratio", "Share of validation runs that failed."),
+        _m(
+            "unexplained_source_gaps",
+            COUNTER,
+            "traces",
+            "Consumer reads whose summary watermark + tail did not reach head (tail loss).",
+        ),
+        _m(
+            "audit_trace_completeness",
+            RATIO,
+            "ratio",
+            "Share of artifacts with a full chain: producing trace(s) naming a summary or tail and a "
+            "context manifest.",
+        ),
+        _m(
+            "missing_provenance",
+            COUNTER,
+            "records",
+            "Traces or artifacts without a summary/tail reference or a context manifest.",
+        ),
+        _m("time_to_reconstruct_ms", MEAN, "milliseconds", "Mean time an investigation took."),
+        _m("compactions", COUNTER, "jobs", "Compaction jobs that finished successfully."),
+        _m("tokens_before", COUNTER, "tokens", "Tokens fed into successful compactions."),
+        _m("tokens_after", COUNTER, "tokens", "Tokens of the summaries successful compactions wrote."),
+        _m(
+            "acceptance_rate",
+            RATIO,
+            "ratio",
+            "Share of finished compactions whose summary was accepted (validated, active or superseded).",
+        ),
+        _m("generation_cost", COUNTER, "usd", "Compaction generation cost in USD."),
+        _m("compaction_latency_ms", MEAN, "milliseconds", "Mean latency a successful compaction added."),
+        _m(
+            "overflow_incidents",
+            COUNTER,
+            "decisions",
+            "Trigger decisions whose projected context exceeded the hard limit.",
+        ),
+        _m(
+            "fallback_retrievals",
+            COUNTER,
+            "decisions",
+            "Trigger decisions that answered retrieve_or_block plus consumer calls traced as fallback "
+            "retrievals (targeted retrieval instead of summary + tail).",
+        ),
+        _m(
+            "quality_regressions",
+            COUNTER,
+            "artifacts",
+            "Artifacts scored below the workflow's previous artifact or below the quality floor.",
+        ),
+        _m(
+            "unvalidated_consumptions",
+            COUNTER,
+            "traces",
+            "Consumer reads of a summary that was not validated.",
+        ),
+        _m(
+            "missed_compaction",
+            COUNTER,
+            "traces",
+            "Model calls made while the history was over the safe budget with no compaction "
+            "requested or running (a trigger that should have fired).",
+        ),
+        _m(
+            "token_estimate_drift",
+            MEAN,
+            "ratio",
+            "Mean |client estimate − exact count| / exact count of the token estimates clients sent "
+            "with events and trigger calls (0.22 = a counter 22% off).",
+        ),
+    ]
+)
+
+
+def metric_def(name: str) -> MetricDef:
+    return METRICS[name]
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _window(qs: QuerySet, field: str, since: datetime | None, until: datetime | None) -> QuerySet:
+    if since is not None:
+        qs = qs.filter(**{f"{field}__gte": since})
+    if until is not None:
+        qs = qs.filter(**{f"{field}__lt": until})
+    return qs
+
+
+def _prefix(qs: QuerySet, prefix: str, path: str = "workflow") -> QuerySet:
+    if not prefix:
+        return qs
+    lookup = "external_id__startswith" if not path else f"{path}__external_id__startswith"
+    return qs.filter(**{lookup: prefix})
+
+
+def _has_flag(flag: str, path: str = "") -> Q:
+    """JSON-list membership: jsonb containment on PostgreSQL, a quoted-substring match on SQLite."""
+    field = f"{path}flags"
+    if connection.vendor == "postgresql":
+        return Q(**{f"{field}__contains": [flag]})
+    return Q(**{f"{field}__icontains": f'"{flag}"'})
+
+
+def _flagged(qs: QuerySet) -> QuerySet:
+    # Matches the partial index memoryhub_trace_flagged (tenant, at) WHERE flags <> '[]'.
+    return qs.exclude(flags=[])
+
+
+def incomplete_trace_q(path: str = "") -> Q:
+    """A trace whose provenance is incomplete: flagged, no context manifest, or no summary/tail
+    reference although there was history to read."""
+    p = path
+    return (
+        _has_flag(TraceFlag.MISSING_PROVENANCE, p)
+        | Q(**{f"{p}manifest_hash": "", f"{p}context_id": ""})
+        | Q(**{f"{p}summary__isnull": True, f"{p}tail_to_seq": 0, f"{p}head_seq_at_read__gt": 0})
+    )
+
+
+def _ratio(part: int | None, whole: int | None) -> float | None:
+    if not whole:
+        return None
+    return float(part or 0) / float(whole)
+
+
+def _float(value) -> float | None:
+    return None if value is None else float(value)
+
+
+Window = tuple[Tenant, datetime | None, datetime | None, str]
+
+
+# --- gauges (running totals; the window is ignored) -------------------------------------------
+
+
+def _workflows(tenant: Tenant, prefix: str) -> QuerySet:
+    return _prefix(Workflow.objects.filter(tenant=tenant), prefix, path="")
+
+
+def _active_summary_age_seconds(tenant, since, until, prefix) -> float | None:
+    # activated_at is set with the pointer (lifecycle._move_pointer), so no join to the summary.
+    oldest = (
+        _workflows(tenant, prefix).filter(active_summary__isnull=False).aggregate(v=Min("activated_at"))["v"]
+    )
+    if oldest is None:
+        return None
+    return max(0.0, ((until or timezone.now()) - oldest).total_seconds())
+
+
+def _active_summary_age_events(tenant, since, until, prefix) -> float | None:
+    # With an active summary, tail_events = head_seq − its watermark (maintained at activation/append).
+    qs = _workflows(tenant, prefix).filter(active_summary__isnull=False)
+    return _float(qs.aggregate(v=Max("tail_events"))["v"])
+
+
+def _tail_events(tenant, since, until, prefix) -> float | None:
+    return _float(_workflows(tenant, prefix).aggregate(v=Max("tail_events"))["v"])
+
+
+def _tail_tokens(tenant, since, until, prefix) -> float | None:
+    return _float(_workflows(tenant, prefix).aggregate(v=Max("tail_tokens"))["v"])
+
+
+def _budget_expr(prefix: str = "") -> CombinedExpression:
+    return (
+        F(f"{prefix}context_window")
+        - F(f"{prefix}reserve_system")
+        - F(f"{prefix}reserve_retrieval")
+        - F(f"{prefix}reserve_output")
+        - F(f"{prefix}safety_margin")
+    )
+
+
+def _tail_budget_fraction(tenant, since, until, prefix) -> float | None:
+    default = (
+        ContextPolicy.objects.filter(tenant=tenant, workflow__isnull=True)
+        .annotate(b=_budget_expr())
+        .values_list("b", flat=True)
+        .first()
+    ) or DEFAULT_SAFE_BUDGET
+    # Per-workflow override (one LEFT JOIN) else the tenant default.
+    budget = Coalesce(_budget_expr("context_policy__"), Value(default))
+    fraction = Cast("tail_tokens", FloatField()) / Cast(NullIf(budget, Value(0)), FloatField())
+    return _float(_workflows(tenant, prefix).aggregate(v=Max(fraction))["v"])
+
+
+# --- counters, ratios and means over the window ---------------------------------------------
+
+
+def _summaries(tenant, since, until, prefix) -> QuerySet:
+    return _prefix(_window(Summary.objects.filter(tenant=tenant), "created_at", since, until), prefix)
+
+
+def _summary_versions(tenant, since, until, prefix) -> float:
+    return float(_summaries(tenant, since, until, prefix).count())
+
+
+def _stale_activation_attempts(tenant, since, until, prefix) -> float:
+    qs = LifecycleEvent.objects.filter(
+        tenant=tenant,
+        result__in=[LifecycleResult.STALE, LifecycleResult.REFUSED],
+        action__in=[LifecycleAction.ACTIVATE, LifecycleAction.ROLLBACK],
+    )
+    return float(_prefix(_window(qs, "at", since, until), prefix).count())
+
+
+def _validations(tenant, since, until, prefix) -> QuerySet:
+    qs = ValidationRecord.objects.filter(summary__tenant=tenant)
+    return _prefix(_window(qs, "created_at", since, until), prefix, "summary__workflow")
+
+
+def _validation_failures(tenant, since, until, prefix) -> float:
+    return float(_validations(tenant, since, until, prefix).filter(passed=False).count())
+
+
+def _validation_failure_rate(tenant, since, until, prefix) -> float | None:
+    agg = _validations(tenant, since, until, prefix).aggregate(
+        total=Count("id"), failed=Count("id", filter=Q(passed=False))
+    )
+    return _ratio(agg["failed"], agg["total"])
+
+
+def _traces(tenant, since, until, prefix) -> QuerySet:
+    return _prefix(_window(ConsumerTrace.objects.filter(tenant=tenant), "at", since, until), prefix)
+
+
+def _unexplained_source_gaps(tenant, since, until, prefix) -> float:
+    qs = _flagged(_traces(tenant, since, until, prefix)).filter(_has_flag(TraceFlag.TAIL_LOSS))
+    return float(qs.count())
+
+
+def _unvalidated_consumptions(tenant, since, until, prefix) -> float:
+    qs = _flagged(_traces(tenant, since, until, prefix)).filter(_has_flag(TraceFlag.UNVALIDATED_SUMMARY))
+    return float(qs.count())
+
+
+def _artifacts(tenant, since, until, prefix) -> QuerySet:
+    return _prefix(_window(Artifact.objects.filter(tenant=tenant), "at", since, until), prefix)
+
+
+def _artifact_chain_annotations(qs: QuerySet) -> QuerySet:
+    through = Artifact.produced_by.through
+    links = through.objects.filter(artifact_id=OuterRef("pk"))
+    return qs.annotate(
+        has_trace=Exists(links),
+        has_broken_trace=Exists(links.filter(incomplete_trace_q("consumertrace__"))),
+    )
+
+
+def _artifact_chain_counts(tenant, since, until, prefix) -> dict[str, int]:
+    qs = _artifact_chain_annotations(_artifacts(tenant, since, until, prefix))
+    return qs.aggregate(
+        total=Count("id"),
+        complete=Count("id", filter=Q(has_trace=True, has_broken_trace=False)),
+    )
+
+
+def _audit_trace_completeness(tenant, since, until, prefix) -> float | None:
+    agg = _artifact_chain_counts(tenant, since, until, prefix)
+    return _ratio(agg["complete"], agg["total"])
+
+
+def _missing_provenance(tenant, since, until, prefix) -> float:
+    traces = _traces(tenant, since, until, prefix).filter(incomplete_trace_q()).count()
+    agg = _artifact_chain_counts(tenant, since, until, prefix)
+    return float(traces + (agg["total"] or 0) - (agg["complete"] or 0))
+
+
+def _time_to_reconstruct_ms(tenant, since, until, prefix) -> float | None:
+    qs = _window(Investigation.objects.filter(tenant=tenant), "at", since, until)
+    qs = _prefix(qs, prefix, "artifact__workflow")
+    return _float(qs.aggregate(v=Avg("elapsed_ms"))["v"])
+
+
+def _jobs(tenant, since, until, prefix) -> QuerySet:
+    qs = CompactionJob.objects.filter(tenant=tenant, finished_at__isnull=False)
+    return _prefix(_window(qs, "finished_at", since, until), prefix)
+
+
+def _succeeded(tenant, since, until, prefix) -> QuerySet:
+    return _jobs(tenant, since, until, prefix).filter(status=JobStatus.SUCCEEDED)
+
+
+def _compactions(tenant, since, until, prefix) -> float:
+    return float(_succeeded(tenant, since, until, prefix).count())
+
+
+def _tokens_before(tenant, since, until, prefix) -> float:
+    return float(_succeeded(tenant, since, until, prefix).aggregate(v=Sum("tokens_in"))["v"] or 0)
+
+
+def _tokens_after(tenant, since, until, prefix) -> float:
+    return float(_succeeded(tenant, since, until, prefix).aggregate(v=Sum("tokens_out"))["v"] or 0)
+
+
+def _generation_cost(tenant, since, until, prefix) -> float:
+    # Failed attempts cost money too: every finished job counts.
+    return float(_jobs(tenant, since, until, prefix).aggregate(v=Sum("cost_usd"))["v"] or 0)
+
+
+def _compaction_latency_ms(tenant, since, until, prefix) -> float | None:
+    qs = _succeeded(tenant, since, until, prefix)
+    return _float(qs.aggregate(v=Avg("latency_ms"))["v"])
+
+
+def _acceptance_rate(tenant, since, until, prefix) -> float | None:
+    qs = _jobs(tenant, since, until, prefix).filter(status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED])
+    agg = qs.aggregate(
+        total=Count("id"), accepted=Count("id", filter=Q(summary__status__in=ACCEPTED_STATUSES))
+    )
+    return _ratio(agg["accepted"], agg["total"])
+
+
+def _decisions(tenant, since, until, prefix) -> QuerySet:
+    # action__in lets the (tenant, action, at) index serve every decision query.
+    qs = TriggerDecision.objects.filter(
+        tenant=tenant, action__in=["continue", "compact", "retrieve_or_block"]
+    )
+    return _prefix(_window(qs, "at", since, until), prefix)
+
+
+def _overflow_incidents(tenant, since, until, prefix) -> float:
+    qs = _decisions(tenant, since, until, prefix).filter(
+        hard_limit__gt=0, projected_tokens__gt=F("hard_limit")
+    )
+    return float(qs.count())
+
+
+def _fallback_retrievals(tenant, since, until, prefix) -> float:
+    decisions = _decisions(tenant, since, until, prefix).filter(action="retrieve_or_block").count()
+    traced = (
+        _flagged(_traces(tenant, since, until, prefix))
+        .filter(_has_flag(TraceFlag.FALLBACK_RETRIEVAL))
+        .count()
+    )
+    return float(decisions + traced)
+
+
+def quality_floor() -> float:
+    return float(getattr(settings, "MEMORYHUB_QUALITY_FLOOR", 0.5))
+
+
+def _missed_compaction(tenant, since, until, prefix) -> float:
+    qs = _flagged(_traces(tenant, since, until, prefix)).filter(_has_flag(TraceFlag.MISSED_COMPACTION))
+    return float(qs.count())
+
+
+def _token_estimate_drift(tenant, since, until, prefix) -> float | None:
+    qs = _prefix(_window(TokenEstimate.objects.filter(tenant=tenant), "at", since, until), prefix)
+    return _float(qs.aggregate(v=Avg(Abs("drift")))["v"])
+
+
+def _quality_regressions(tenant, since, until, prefix) -> float:
+    previous = (
+        Artifact.objects.filter(workflow=OuterRef("workflow"), quality_score__isnull=False)
+        .filter(Q(at__lt=OuterRef("at")) | Q(at=OuterRef("at"), pk__lt=OuterRef("pk")))
+        .order_by("-at", "-pk")
+        .values("quality_score")[:1]
+    )
+    qs = (
+        _artifacts(tenant, since, until, prefix)
+        .filter(quality_score__isnull=False)
+        .annotate(previous_score=Subquery(previous))
+    )
+    return float(
+        qs.filter(Q(quality_score__lt=quality_floor()) | Q(quality_score__lt=F("previous_score"))).count()
+    )
+
+
+Computer = Callable[[Tenant, datetime | None, datetime | None, str], float | None]
+
+_COMPUTERS: dict[str, Computer] = {
+    "summary_versions": _summary_versions,
+    "active_summary_age_seconds": _active_summary_age_seconds,
+    "active_summary_age_events": _active_summary_age_events,
+    "tail_events": _tail_events,
+    "tail_tokens": _tail_tokens,
+    "tail_budget_fraction": _tail_budget_fraction,
+    "stale_activation_attempts": _stale_activation_attempts,
+    "validation_failures": _validation_failures,
+    "validation_failure_rate": _validation_failure_rate,
+    "unexplained_source_gaps": _unexplained_source_gaps,
+    "audit_trace_completeness": _audit_trace_completeness,
+    "missing_provenance": _missing_provenance,
+    "time_to_reconstruct_ms": _time_to_reconstruct_ms,
+    "compactions": _compactions,
+    "tokens_before": _tokens_before,
+    "tokens_after": _tokens_after,
+    "acceptance_rate": _acceptance_rate,
+    "generation_cost": _generation_cost,
+    "compaction_latency_ms": _compaction_latency_ms,
+    "overflow_incidents": _overflow_incidents,
+    "fallback_retrievals": _fallback_retrievals,
+    "quality_regressions": _quality_regressions,
+    "unvalidated_consumptions": _unvalidated_consumptions,
+    "missed_compaction": _missed_compaction,
+    "token_estimate_drift": _token_estimate_drift,
+}
+assert set(_COMPUTERS) == set(METRICS), "every metric needs exactly one computer"
+
+
+# --- public API -----------------------------------------------------------------------------
+
+
+def compute(
+    tenant: Tenant,
+    metric: str,
+    *,
+    since: datetime | None,
+    until: datetime | None = None,
+    workflow_prefix: str = "",
+) -> float | None:
+    """Value of ``metric`` for ``tenant`` over ``[since, until)`` (gauges: now).
+
+    ``workflow_prefix`` narrows it to workflows whose external_id starts with it. ``None`` means
+    "no data" (a ratio or mean over no rows, a gauge with no workflow), never zero.
+    """
+    if metric not in _COMPUTERS:
+        raise KeyError(f"unknown metric {metric!r}")
+    return _COMPUTERS[metric](tenant, since, until, workflow_prefix or "")
+
+
+def snapshot(
+    tenant: Tenant,
+    *,
+    window: timedelta = DEFAULT_WINDOW,
+    totals: bool = False,
+    workflow_prefix: str = "",
+    now: datetime | None = None,
+) -> dict[str, float | None]:
+    """Every metric now: counters over the last ``window`` (or since the beginning with
+    ``totals=True``, as Prometheus counters), ratios/means over the window, gauges current.
+
+    One aggregate query per metric; the count does not grow with the tenant's history.
+    """
+    now = now or timezone.now()
+    since = now - window
+    values: dict[str, float | None] = {}
+    for name, definition in METRICS.items():
+        start = None if totals and definition.kind == COUNTER else since
+        values[name] = compute(tenant, name, since=start, until=None, workflow_prefix=workflow_prefix)
+    return values
+
+
+def bucket_floor(moment: datetime, bucket: timedelta) -> datetime:
+    """Start of the epoch-aligned bucket containing ``moment``."""
+    seconds = int(bucket.total_seconds())
+    ts = int(moment.timestamp())
+    return datetime.fromtimestamp(ts - ts % seconds, tz=UTC)
+
+
+def _combine(kind: str, values: list[float]) -> float:
+    if kind == COUNTER:
+        return float(sum(values))
+    if kind == GAUGE:
+        return float(max(values))
+    # Ratios and means: the mean of the 5-minute values (an approximation for wide buckets).
+    return float(sum(values) / len(values))
+
+
+def series(
+    tenant: Tenant,
+    metric: str,
+    since: datetime,
+    bucket: timedelta = ROLLUP_BUCKET,
+    *,
+    now: datetime | None = None,
+) -> list[tuple[datetime, float | None]]:
+    """``[(bucket_start, value)]`` from ``since`` to now: past buckets from the MetricSample
+    rollups (buckets the rollup never wrote are left out), the current bucket computed live.
+
+    ``bucket`` must be a whole multiple of the 5-minute rollup bucket.
+    """
+    definition = METRICS[metric]
+    if bucket < ROLLUP_BUCKET or bucket.total_seconds() % ROLLUP_BUCKET.total_seconds():
+        raise ValueError("bucket must be a whole multiple of 5 minutes")
+    now = now or timezone.now()
+    first = bucket_floor(since, bucket)
+    current = bucket_floor(now, bucket)
+    grouped: dict[datetime, list[float]] = {}
+    samples = MetricSample.objects.filter(
+        tenant=tenant, workflow__isnull=True, metric=metric, bucket_start__gte=first, bucket_start__lt=current
+    ).values_list("bucket_start", "value")
+    for start, value in samples:
+        grouped.setdefault(bucket_floor(start, bucket), []).append(value)
+    points: list[tuple[datetime, float | None]] = [
+        (start, _combine(definition.kind, values)) for start, values in sorted(grouped.items())
+    ]
+    points.append((current, compute(tenant, metric, since=current, until=None)))
+    return points
+
+
+UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+def rolled_up(
+    tenant: Tenant, metrics: Iterable[str], since: datetime, until: datetime, unit: str
+) -> dict[str, dict[datetime, tuple[float, int, float]]]:
+    """The tenant-wide 5-minute samples of ``metrics`` in [since, until), added up per ``unit``
+    (a database truncation unit: minute, hour or day) in one query: ``{metric: {unit_start:
+    (sum, samples, mean)}}``. A counter's unit is fully rolled up when it has
+    ``unit_samples(unit)`` samples (the rollup writes a counter for every bucket it covers)."""
+    found: dict[str, dict[datetime, tuple[float, int, float]]] = {name: {} for name in metrics}
+    rows = (
+        MetricSample.objects.filter(
+            tenant=tenant,
+            workflow__isnull=True,
+            metric__in=list(found),
+            bucket_start__gte=since,
+            bucket_start__lt=until,
+        )
+        .annotate(unit_start=Trunc("bucket_start", unit, tzinfo=UTC))
+        .values("metric", "unit_start")
+        .annotate(total=Sum("value"), samples=Count("pk"), mean=Avg("value"))
+        .order_by()
+        .values_list("metric", "unit_start", "total", "samples", "mean")
+    )
+    for name, start, total, samples, mean in rows:
+        found[name][start] = (total, samples, mean)
+    return found
+
+
+def unit_samples(unit: str) -> int:
+    """How many 5-minute buckets a truncation unit holds (a minute holds the one that starts in it)."""
+    return max(1, UNIT_SECONDS[unit] // int(ROLLUP_BUCKET.total_seconds()))
+
+
+def rollup(
+    tenant: Tenant, *, now: datetime | None = None, backfill: timedelta | None = None, gauges: bool = True
+) -> int:
+    """Write tenant-wide samples for completed 5-minute buckets; returns how many were written.
+
+    Window metrics are computed exactly for the last completed bucket and for up to
+    ROLLUP_BACKFILL_BUCKETS earlier ones that are missing (a worker was down), or as far back as
+    ``backfill`` (``manage.py rollup_metrics`` after a long outage or an import). Gauges can only
+    be measured now, so they fill the last completed bucket only (``gauges=False`` skips them
+    when ``now`` is in the past). Idempotent: existing samples are
+    kept (the unique constraint + ignore_conflicts make concurrent runs safe).
+    """
+    now = now or timezone.now()
+    last = bucket_floor(now, ROLLUP_BUCKET) - ROLLUP_BUCKET
+    reach = backfill if backfill is not None else ROLLUP_BUCKET * (ROLLUP_BACKFILL_BUCKETS - 1)
+    earliest = max(bucket_floor(last - reach, ROLLUP_BUCKET), bucket_floor(tenant.created_at, ROLLUP_BUCKET))
+    existing = set(
+        MetricSample.objects.filter(
+            tenant=tenant, workflow__isnull=True, bucket_start__gte=earliest, bucket_start__lte=last
+        ).values_list("metric", "bucket_start")
+    )
+    rows: list[MetricSample] = []
+    for name, definition in METRICS.items():
+        if definition.kind == GAUGE and not gauges:
+            continue
+        starts = [last] if definition.kind == GAUGE else _bucket_range(earliest, last)
+        for start in starts:
+            if (name, start) in existing:
+                continue
+            value = compute(tenant, name, since=start, until=start + ROLLUP_BUCKET)
+            if value is not None:
+                rows.append(MetricSample(tenant=tenant, metric=name, bucket_start=start, value=value))
+    MetricSample.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)
+
+
+def _bucket_range(first: datetime, last: datetime) -> list[datetime]:
+    starts = []
+    start = first
+    while start <= last:
+        starts.append(start)
+        start += ROLLUP_BUCKET
+    return starts
+
+
+def rollup_all(*, now: datetime | None = None) -> int:
+    """Roll up every tenant (beat task memoryhub.alerting.rollup_metrics)."""
+    now = now or timezone.now()
+    return sum(rollup(tenant, now=now) for tenant in Tenant.objects.all().iterator())

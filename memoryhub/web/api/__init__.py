@@ -1,0 +1,1 @@
+"""REST API v1 (DRF). One module per feature area; memoryhub/web/api/urls.py collects them."""

@@ -1,0 +1,85 @@
+"""The layers in docs/ARCHITECTURE.md are contracts: an import that points up or closes a cycle
+fails the suite (and so CI), not only `make lint`.
+
+The contracts are read from pyproject.toml's [tool.importlinter] and checked in process on
+grimp's import graph (the same graph `lint-imports` builds), so a test can also add a forbidden
+import to a copy of the graph and watch the contract break.
+"""
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import grimp
+import importlinter.configuration
+import pytest
+from importlinter.contracts.acyclic_siblings import AcyclicSiblingsContract
+from importlinter.contracts.layers import LayersContract
+from importlinter.domain.contract import Contract
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+CONTRACT_TYPES = {"layers": LayersContract, "acyclic_siblings": AcyclicSiblingsContract}
+
+importlinter.configuration.configure()
+
+
+def _contract(kind: str) -> Contract:
+    (options,) = [c for c in CONFIG["contracts"] if c["type"] == kind]
+    contract_options = {
+        key: value if isinstance(value, list) else str(value)
+        for key, value in options.items()
+        if key not in ("name", "type")
+    }
+    return CONTRACT_TYPES[kind](options["name"], {"root_packages": CONFIG["root_packages"]}, contract_options)
+
+
+@pytest.fixture
+def graph() -> grimp.ImportGraph:
+    # Built from the source tree; each test gets its own so an added import stays local to it.
+    return grimp.build_graph(*CONFIG["root_packages"], exclude_type_checking_imports=True, cache_dir=None)
+
+
+@pytest.mark.parametrize("kind", sorted(CONTRACT_TYPES))
+def test_the_code_keeps_every_contract(graph, kind):
+    check = _contract(kind).check(graph, verbose=False)
+    assert check.kept, check.metadata
+
+
+@pytest.mark.parametrize(
+    "importer, imported",
+    [
+        ("memoryhub.core.canonical", "memoryhub.models"),  # a primitive reaching for a model
+        ("memoryhub.memory.lifecycle", "audit.purge"),  # the domain reaching for governance
+        ("memoryhub.accounts.tenancy", "memoryhub.observe.metrics"),  # the domain reaching for reports
+        ("audit.content", "memoryhub.web.views.base"),  # governance reaching for delivery
+        ("memoryhub.compaction.base", "memoryhub.memory.events"),  # a pure compactor reaching for Django
+    ],
+)
+def test_an_upward_import_breaks_the_layers(graph, importer, imported):
+    graph.add_import(importer=importer, imported=imported, line_number=1, line_contents="import")
+    assert not _contract("layers").check(graph, verbose=False).kept
+
+
+@pytest.mark.parametrize(
+    "importer, imported",
+    [
+        ("memoryhub.memory.events", "memoryhub.pipeline.jobs"),  # jobs already import the memory domain
+        ("memoryhub.compaction.base", "memoryhub.compaction.extractive"),  # a base importing its plug-ins
+    ],
+)
+def test_a_cycle_between_siblings_breaks_the_acyclic_contract(graph, importer, imported):
+    graph.add_import(importer=importer, imported=imported, line_number=1, line_contents="import")
+    assert not _contract("acyclic_siblings").check(graph, verbose=False).kept
+
+
+def test_no_module_uses_a_pre_restructuring_path():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "rewrite_imports.py"), "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
