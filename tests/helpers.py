@@ -64,7 +64,19 @@ def race(n: int, work: Callable[[], Any]) -> list:
     return results
 
 
-# --- a real webhook receiver ------------------------------------------------------------------
+# --- real local HTTP servers ------------------------------------------------------------------
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: int, payload: bytes) -> None:
+    """Answer a test server's request with a JSON body (a client that gave up is no error)."""
+    try:
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(payload)))
+        handler.end_headers()
+        handler.wfile.write(payload)
+    except (BrokenPipeError, ConnectionResetError):  # the client timed out, or its worker was killed
+        pass
 
 
 class Receiver:
@@ -100,15 +112,7 @@ class Receiver:
                     status = int(parts[1])
                 elif parts[0] == "sleep":
                     time.sleep(float(parts[1]))
-                payload = b'{"ok": true}' if status < 400 else b'{"error": "nope"}'
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):  # the client timed out first
-                    pass
+                send_json(self, status, b'{"ok": true}' if status < 400 else b'{"error": "nope"}')
 
             def log_message(self, *args: Any) -> None:
                 pass
