@@ -107,6 +107,41 @@ def api(alice):
     return alice.api
 
 
+@pytest.fixture
+def receiver(settings):
+    """A real local webhook receiver; channels may reach its loopback address through the allow-list."""
+    from tests.helpers import Receiver
+
+    settings.MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = ["127.0.0.1/32"]
+    server = Receiver().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def empty_broker():
+    """The default queue empty before and after: messages one test publishes (on_commit hooks, a
+    real worker's requests) never reach another."""
+    from memoryhub.celery import app
+
+    app.control.purge()
+    yield
+    app.control.purge()
+
+
+@pytest.fixture
+def loaded(settings, tmp_path):
+    """The seed scenario through ``manage.py load_demo`` (the real services); returns its output."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    settings.VAR_DIR = tmp_path
+    out = StringIO()
+    call_command("load_demo", stdout=out)
+    return out.getvalue()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_cache(request):
     """Throttle counters live in the cache (a database table unless Redis is configured): every

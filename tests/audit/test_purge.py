@@ -13,7 +13,7 @@ from memoryhub.core.errors import Conflict
 from memoryhub.memory import lifecycle
 from memoryhub.models import Event, Summary, SummaryStatus
 from memoryhub.pipeline.jobs import request_compaction, run_job
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 
 pytestmark = pytest.mark.django_db
 

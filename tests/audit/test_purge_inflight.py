@@ -20,7 +20,7 @@ from memoryhub.memory import lifecycle
 from memoryhub.memory.summaries import create_summary
 from memoryhub.models import CompactionJob, JobStatus, Summary
 from memoryhub.pipeline import jobs
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 
 SECRET = "Customer Jane Roe card 4111-1111-1111-1111 disputes charge ch_8812"
 ADMIN = Actor.user("alice")

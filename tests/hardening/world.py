@@ -40,7 +40,7 @@ from memoryhub.models import (
 from memoryhub.observe.alerting import services as alerting
 from memoryhub.pipeline.jobs import request_compaction
 from tests.conftest import Party
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 from triggers import services as triggers
 
 BUILDER = Actor.system("tests.hardening")

@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from audit.log import record
 from memoryhub.memory import lifecycle
 from memoryhub.models import Summary, Tenant, Workflow
-from tests.memoryhub.summary_helpers import REVIEWER, WORKER, activated, build_workflow, validated
+from tests.factories import REVIEWER, WORKER, activated, build_workflow, validated
 
 pytestmark = pytest.mark.django_db
 

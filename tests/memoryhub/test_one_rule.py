@@ -23,7 +23,7 @@ from memoryhub.core.errors import Conflict
 from memoryhub.memory import lifecycle
 from memoryhub.memory.validation import WaiverError, apply_waivers, judged
 from memoryhub.models import LifecycleEvent, Summary, SummaryStatus, Workflow, role_at_least
-from tests.memoryhub.summary_helpers import (
+from tests.factories import (
     REVIEWER,
     WORKER,
     activated,

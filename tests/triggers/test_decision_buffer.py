@@ -21,7 +21,8 @@ from django.db import transaction
 from memoryhub.core.actors import Actor
 from memoryhub.models import Workflow
 from memoryhub.pipeline.worker import database_url
-from tests.helpers import make_workflow, race
+from tests.factories import make_workflow
+from tests.helpers import race
 from triggers import decision_log, services
 from triggers.decision_log import flush_decision_buffer
 from triggers.models import TriggerDecision

@@ -15,8 +15,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from memoryhub.core.actors import Actor
-from memoryhub.models import Workflow
-from tests.helpers import make_workflow
+from tests.factories import add_tokens, make_workflow
 from triggers import decision_log, services
 from triggers.decision_log import flush_decision_buffer
 from triggers.models import TriggerDecision
@@ -31,7 +30,7 @@ RETRIEVE = {"expected_next_step_tokens": 4_000, "unresolved_tool_calls": 1, "pen
 @pytest.fixture
 def wf(tenant):
     workflow = make_workflow(tenant, "wf-durable")
-    Workflow.objects.filter(pk=workflow.pk).update(tail_tokens=17_000)
+    add_tokens(workflow, 17_000)
     return workflow
 
 

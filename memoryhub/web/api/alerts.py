@@ -32,6 +32,7 @@ from memoryhub.models import (
     Role,
     role_at_least,
 )
+from memoryhub.models.alerts import RULE_DEFINITION_FIELDS
 from memoryhub.observe.alerting import services
 from memoryhub.observe.metrics import METRICS, ROLLUP_BUCKET, series, snapshot
 from memoryhub.web.api.common import TenantAPIView, body_object, int_param, list_responses
@@ -49,15 +50,7 @@ class RuleSerializer(serializers.ModelSerializer):
         model = AlertRule
         fields = [
             "id",
-            "name",
-            "metric",
-            "aggregation",
-            "comparator",
-            "warning_threshold",
-            "critical_threshold",
-            "window_minutes",
-            "interval_seconds",
-            "workflow_filter",
+            *RULE_DEFINITION_FIELDS,
             "channels",
             "enabled",
             "is_default",

@@ -107,15 +107,7 @@ class RuleForm(forms.Form):
     @classmethod
     def initial_for(cls, rule: AlertRule) -> dict:
         return {
-            "name": rule.name,
-            "metric": rule.metric,
-            "aggregation": rule.aggregation,
-            "comparator": rule.comparator,
-            "warning_threshold": rule.warning_threshold,
-            "critical_threshold": rule.critical_threshold,
-            "window_minutes": rule.window_minutes,
-            "interval_seconds": rule.interval_seconds,
-            "workflow_filter": rule.workflow_filter,
+            **rule.definition(),
             "channels": [str(c.pk) for c in rule.channels.all()],
             "enabled": rule.enabled,
         }
