@@ -116,9 +116,9 @@ class ArtifactInvestigations(generics.ListAPIView, TenantAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no tenant
             return Investigation.objects.none()
-        artifact = get_artifact(self.request.tenant, self.kwargs["artifact_id"])
+        artifact = get_artifact(self.tenant, self.kwargs["artifact_id"])
         return (
-            Investigation.objects.filter(tenant=self.request.tenant, artifact=artifact)
+            Investigation.objects.filter(tenant=self.tenant, artifact=artifact)
             .select_related("artifact")
             .order_by("-at", "-id")
         )
@@ -180,7 +180,7 @@ class AuditLog(generics.ListAPIView, TenantAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no tenant
             return AuditEntry.objects.none()
-        return AuditEntry.objects.filter(tenant=self.request.tenant)
+        return AuditEntry.objects.filter(tenant=self.tenant)
 
 
 class AuditVerify(TenantAPIView):

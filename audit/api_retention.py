@@ -10,8 +10,9 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from audit.models import Purge
-from audit.purge import parse_selector, purge_events
+from audit.purge import PURGE_REASON_ROOM, parse_selector, purge_events
 from audit.retention import policies_for, set_policies
+from memoryhub.memory import lifecycle
 from memoryhub.models import Role, Workflow
 from memoryhub.web.api.common import WF, TenantAPIView, body_object, int_param
 from memoryhub.web.api.serializers import ErrorSerializer
@@ -24,7 +25,7 @@ PoliciesSerializer = inline_serializer(
 PurgeRequestSerializer = inline_serializer(
     "PurgeRequest",
     {
-        "reason": serializers.CharField(),
+        "reason": serializers.CharField(max_length=lifecycle.MAX_REASON - PURGE_REASON_ROOM),
         "seq_from": serializers.IntegerField(required=False, min_value=1),
         "seq_to": serializers.IntegerField(required=False, min_value=1),
         "seqs": serializers.ListField(child=serializers.IntegerField(min_value=1), required=False),
@@ -74,7 +75,7 @@ class PurgeView(TenantAPIView):
         body = body_object(request)
         selector = parse_selector(body)
         workflow = self.workflow(wf)
-        outcome = purge_events(workflow, selector, self.actor(), body.get("reason") or "")
+        outcome = purge_events(workflow, selector, self.actor(), body.get("reason"))
         return Response(outcome.as_dict(), status=status.HTTP_201_CREATED)
 
 

@@ -9,6 +9,7 @@ behind the artifact, never with the number of events.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.urls import reverse
@@ -37,7 +38,7 @@ def producing_traces(artifact: Artifact) -> list[ConsumerTrace]:
     )
 
 
-def _iso(value: Any) -> str | None:
+def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
@@ -81,17 +82,14 @@ def validation_records(summary: Summary) -> list[dict[str, Any]]:
     """Every validator run over the summary, oldest first, with failed and waived checks spelled out."""
     out = []
     for v in summary.validations.order_by("created_at", "id"):
-        checks = v.checks if isinstance(v.checks, list) else []
         out.append(
             {
                 "id": v.pk,
                 "validator_version": v.validator_version,
                 "passed": v.passed,
                 "mandatory_coverage": v.mandatory_coverage,
-                "checks": checks,
-                "failed_checks": [
-                    c.get("name") for c in checks if isinstance(c, dict) and not c.get("passed", True)
-                ],
+                "checks": v.checks_with_state(),
+                "failed_checks": v.failed_checks,
                 "reasons": v.reasons,
                 "waived_checks": v.waived_checks,
                 "waived_by": v.waived_by,

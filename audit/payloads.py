@@ -9,13 +9,14 @@ arrived that quotes them is emptied (digest kept) and points at the purge.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
 
 from audit.models import AuditEntry, Payload, Purge
 from memoryhub.core.canonical import hash_value
-from memoryhub.models import LifecycleEvent, ValidationRecord
+from memoryhub.models import LifecycleEvent, Summary, ValidationRecord
 
 # Audit data keys that stay in the chained row when their values are ids, numbers, statuses or
 # lists/objects of those. Any other key with text — reasons, details, facts, notes, selectors, and
@@ -142,7 +143,7 @@ class PurgedText:
         return False
 
 
-def summary_payloads(summaries: list[Any], before: Any) -> set[int]:
+def summary_payloads(summaries: list[Summary], before: datetime) -> set[int]:
     """Payloads of the records about ``summaries`` (validation records, lifecycle events, audit
     entries) written before ``before``: text about a summary derived from purged events is derived
     from them too, paraphrase or not, so it goes with them."""
@@ -160,7 +161,7 @@ def summary_payloads(summaries: list[Any], before: Any) -> set[int]:
 
 
 def tombstone_payloads(
-    purge: Purge, detector: PurgedText, since: Any, derived: set[int] | None = None
+    purge: Purge, detector: PurgedText, since: datetime, derived: set[int] | None = None
 ) -> list[int]:
     """Empty every payload of the purge's tenant written since ``since`` that holds purged text,
     and the ``derived`` ones (records about summaries of the purged events)."""

@@ -35,6 +35,9 @@ from memoryhub.pipeline.jobs import request_compaction
 TOMBSTONE_SCHEMA = "memoryhub.purged/v1"
 MIN_QUOTE_CHARS = 24  # shorter fragments are too generic to call "containing" purged content
 MAX_SEQS = 100_000
+# A purge reason is quoted in the quarantines it causes ("purge <id>: <reason>"), so it is this much
+# shorter than a review reason (lifecycle.MAX_REASON).
+PURGE_REASON_ROOM = 64
 
 
 @dataclass
@@ -164,15 +167,11 @@ def tombstone_content(purge: Purge, summary: Summary) -> str:
 
 
 def purge_events(
-    workflow: Workflow, selector: dict[str, Any], actor: Actor, reason: str, *, source: str = "manual"
+    workflow: Workflow, selector: dict[str, Any], actor: Actor, reason: Any, *, source: str = "manual"
 ) -> PurgeOutcome:
     """Purge the selected events of ``workflow``. Admin-only at the edges; reason required."""
 
-    if reason is not None and not isinstance(reason, str):
-        raise InvalidInput("'reason' must be a string", code="invalid_reason", field="reason")
-    reason = (reason or "").strip()
-    if not reason:
-        raise InvalidInput("a reason is required for a purge", code="reason_required")
+    reason = lifecycle.clean_reason(reason, limit=lifecycle.MAX_REASON - PURGE_REASON_ROOM)
     with transaction.atomic():
         wf = Workflow.objects.select_for_update().select_related("tenant").get(pk=workflow.pk)
         events = _select_events(wf, selector)

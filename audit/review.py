@@ -1,17 +1,18 @@
-"""Review actions from the dashboard (approve, activate, quarantine, reject, waive, release, rollback)
-and comments on a summary.
+"""Review actions from the dashboard (validate, approve, activate, quarantine, reject, waive, release,
+rollback) and comments on a summary.
 
-A thin adapter over ``memoryhub.memory.lifecycle``: it reads the form (a reason is always required,
-activate/rollback/approve-and-activate carry the revision the reviewer saw, a waiver names
-checks) and calls the lifecycle service, which appends the LifecycleEvent and the AuditEntry in
-one transaction. Who may press which button is ``lifecycle.allowed_actions`` (the API asks the
-same rule); this module only adds labels and help texts.
+A thin adapter over ``memoryhub.memory.lifecycle``: it reads the form (a reason, except to
+validate; the revision the reviewer saw for activate/rollback/approve-and-activate; the checks a
+waiver names), asks ``lifecycle.check_allowed`` and calls the lifecycle service, which appends the
+LifecycleEvent and the AuditEntry in one transaction. Who may press which button is
+``lifecycle.allowed_actions`` (the API asks the same rule); this module only adds labels and
+help texts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
 
@@ -24,9 +25,6 @@ from memoryhub.memory import lifecycle
 from memoryhub.models import Summary, Tenant, ValidationRecord, Workflow
 from memoryhub.models import SummaryStatus as S
 
-MAX_REASON = lifecycle.MAX_REASON
-MAX_COMMENT = 4000
-
 
 @dataclass(frozen=True)
 class ActionSpec:
@@ -36,15 +34,26 @@ class ActionSpec:
     danger: bool = False
     needs_revision: bool = False
     needs_checks: bool = False
+    needs_reason: bool = True
 
     @property
     def role(self) -> str:
         return lifecycle.ACTION_ROLES[self.name]
 
+    @property
+    def style(self) -> str:
+        return "danger" if self.danger else "primary"
+
 
 ACTIONS: dict[str, ActionSpec] = {
     spec.name: spec
     for spec in (
+        ActionSpec(
+            "validate",
+            "Validate",
+            "Run the validator on this candidate: it becomes VALIDATED, or REJECTED with the failed checks.",
+            needs_reason=False,
+        ),
         ActionSpec(
             "approve",
             "Approve and activate",
@@ -93,15 +102,11 @@ ACTIONS: dict[str, ActionSpec] = {
 
 
 def available_actions(
-    summary: Summary,
-    role: str | None,
-    names: list[str] | None = None,
-    policy: lifecycle.ActionPolicy | None = None,
+    summary: Summary, role: str | None, policy: lifecycle.ActionPolicy | None = None
 ) -> list[ActionSpec]:
-    """The review buttons ``role`` gets on ``summary`` now (``lifecycle.allowed_actions`` decides)."""
+    """The review buttons ``role`` gets on ``summary`` now: ``lifecycle.allowed_actions``, labelled."""
     policy = policy if policy is not None else lifecycle.action_policy(summary)
-    allowed = lifecycle.allowed_actions(summary, role, policy)
-    return [ACTIONS[name] for name in allowed if name in ACTIONS and (names is None or name in names)]
+    return [ACTIONS[name] for name in lifecycle.allowed_actions(summary, role, policy)]
 
 
 def get_summary(tenant: Tenant, summary_id: str) -> Summary:
@@ -117,21 +122,24 @@ def failed_checks(summary: Summary) -> list[str]:
 
 
 def _revision(value: Any) -> int:
-    try:
-        revision = int(value)
-    except (TypeError, ValueError):
+    """The revision a form posted (text) → ``lifecycle.clean_revision``."""
+    text = value.strip() if isinstance(value, str) else ""
+    if not text:
         raise InvalidInput(
-            "expected_revision (the active revision you saw) is required", code="invalid_revision"
+            "expected_revision (the active revision you saw) is required", code="expected_revision_required"
         )
-    if revision < 0:
-        raise InvalidInput("expected_revision must be a non-negative integer", code="invalid_revision")
-    return revision
+    try:
+        number: int | None = int(text)
+    except ValueError:
+        number = None
+    return lifecycle.clean_revision(number)
 
 
 def run_action(
     action: str,
     summary: Summary,
     actor: Actor,
+    role: str | None,
     *,
     reason: Any,
     expected_revision: Any = None,
@@ -139,30 +147,35 @@ def run_action(
 ) -> str:
     """Run one review action through the lifecycle service; returns a one-line outcome for the UI.
 
-    Raises the service's error (400/409) when nothing was applied. Approve-and-activate whose
-    activation part was stale or refused returns normally (the approval stands) and says so.
+    The input is checked first (400, nothing written), then ``lifecycle.check_allowed`` (the
+    buttons' rule: 403, or a recorded 409), then the service. A stale activate/rollback raises
+    its 409; approve-and-activate whose activation was stale returns normally (the approval
+    stands) and says so.
     """
     spec = ACTIONS[action]
-    reason = lifecycle.clean_reason(reason)
+    reason = lifecycle.clean_reason(reason, required=spec.needs_reason)
+    revision = _revision(expected_revision) if spec.needs_revision else None
+    names = lifecycle.clean_checks(checks or []) if spec.needs_checks else []
+    cas = action in ("activate", "rollback")
+    lifecycle.check_allowed(summary, action, actor, role, reason=reason, expected=revision if cas else None)
     if action == "approve":
-        result = lifecycle.approve_and_activate(summary, _revision(expected_revision), actor, reason)
+        result = lifecycle.approve_and_activate(summary, cast(int, revision), actor, reason)
         if result.applied:
             return f"{summary.label} approved and now ACTIVE (revision {result.active_revision})."
         return (
             f"{summary.label} approved, but not activated: {result.detail} "
             f"Activate it at revision {result.active_revision} when ready."
         )
-    if action in ("activate", "rollback"):
+    if cas:
         run = lifecycle.activate if action == "activate" else lifecycle.rollback
-        result = run(summary, _revision(expected_revision), actor, reason=reason)
+        result = run(summary, cast(int, revision), actor, reason=reason)
         error = result.error()
-        if error is not None:  # stale or refused: the attempt is recorded, nothing moved
+        if error is not None:  # stale: the attempt is recorded, nothing moved
             raise error
         return f"{spec.label}: {summary.label} is now ACTIVE (revision {result.active_revision})."
-    if spec.needs_checks:
-        names = [c for c in (checks or []) if c]
-        if not names:
-            raise InvalidInput("name at least one failed check to waive", code="invalid_checks")
+    if action == "validate":
+        lifecycle.validate(summary, actor)
+    elif spec.needs_checks:
         lifecycle.waive(summary, names, actor, reason)
     else:
         getattr(lifecycle, action)(summary, actor, reason)
@@ -179,7 +192,7 @@ def add_comment(summary: Summary, actor: Actor, text: Any) -> SummaryComment:
     The text is held in the comment row, and the audit entry keeps its digest only, so a purge
     of the summary's workflow can erase it (comments quote source material)."""
 
-    body = lifecycle.clean_reason(text, field="comment", limit=MAX_COMMENT)
+    body = lifecycle.clean_reason(text, field="comment")
     with transaction.atomic():
         comment = SummaryComment.objects.create(
             tenant_id=summary.tenant_id, summary=summary, author=str(actor), text=body
@@ -222,7 +235,8 @@ class InboxRow:
 
 def inbox_queryset(tenant_id: int):
     """Summaries that wait for a reviewer: awaiting approval, candidates, rejected by failed
-    checks (the latest validation record failed), quarantined. Unpurged only."""
+    checks, quarantined. Unpurged only. "Failed checks" is the latest record's ``passed`` column:
+    ``validation.judged`` sets it False exactly when ``lifecycle.failed_checks`` is not empty."""
     from django.db.models import OuterRef, Q, Subquery
 
     latest_passed = Subquery(

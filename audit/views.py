@@ -33,7 +33,7 @@ from audit.replay import get_trace, replay_bundle
 from audit.story import describe
 from audit.verify import verify_chain
 from memoryhub.core.errors import DomainError, NotFound
-from memoryhub.memory.lifecycle import ACTION_ROLES
+from memoryhub.memory import lifecycle
 from memoryhub.models import Role, role_at_least
 from memoryhub.web.actors import request_actor
 from memoryhub.web.views.base import page_tenant, page_workflow
@@ -131,7 +131,7 @@ def event_range(request: HttpRequest, wf: str, from_seq: int, to_seq: int) -> Ht
     )
     paginator = Paginator(events, RANGE_PER_PAGE)
     # Seqs are gapless: the count is arithmetic, not a COUNT(*) over a possibly million-event range.
-    paginator.count = max(0, min(to_seq, workflow.head_seq) - from_seq + 1)  # type: ignore[misc]
+    paginator.count = max(0, min(to_seq, workflow.head_seq) - from_seq + 1)
     page = paginator.get_page(request.GET.get("page"))
     q = request.GET.get("q", "").strip()
     rows = []
@@ -313,8 +313,11 @@ def summary_action(request: HttpRequest, summary_id: str, action: str) -> HttpRe
         "next": next_url,
         "failed_checks": review.failed_checks(summary),
         "workflow": summary.workflow,
+        "text_limits": lifecycle.TEXT_LIMITS,
     }
     if request.method == "GET":
+        refused = lifecycle.refusal(summary, action, lifecycle.action_policy(summary))
+        context["not_now"] = refused.detail if refused else ""
         return render(request, "audit/summary_action.html", context)
     form: dict[str, Any] = {
         "reason": request.POST.get("reason", ""),
@@ -326,6 +329,7 @@ def summary_action(request: HttpRequest, summary_id: str, action: str) -> HttpRe
             action,
             summary,
             request_actor(request),
+            role,
             reason=form["reason"],
             expected_revision=form["expected_revision"],
             checks=form["checks"],
@@ -341,13 +345,12 @@ def summary_action(request: HttpRequest, summary_id: str, action: str) -> HttpRe
 @require_POST
 def summary_comment(request: HttpRequest, summary_id: str) -> HttpResponse:
     """Add a comment to a summary's discussion (reviewer or above; audited)."""
-
     tenant, role = page_tenant(request)
     try:
         summary = review.get_summary(tenant, summary_id)
     except NotFound as exc:
         raise _not_found(exc)
-    _require_role(role, ACTION_ROLES["comment"])
+    _require_role(role, lifecycle.ACTION_ROLES["comment"])
     url = reverse("memoryhub:summary-detail", args=[summary.summary_id])
     try:
         comment = review.add_comment(summary, request_actor(request), request.POST.get("text"))

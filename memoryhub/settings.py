@@ -203,6 +203,11 @@ MEMORYHUB_SUMMARY_TOKEN_BUDGET = env.int("MEMORYHUB_SUMMARY_TOKEN_BUDGET", defau
 # (saves ~0.2 ms of planning on the hottest call). Turn off behind a transaction-mode pooler
 # such as PgBouncer, where a session's prepared statements are not kept.
 MEMORYHUB_PREPARE_DECISION_READ = env.bool("MEMORYHUB_PREPARE_DECISION_READ", default=True)
+# Plain "continue" decision rows are buffered per process and written in batches: when the buffer
+# holds this many rows, or its oldest row is this many ms old (triggers/decision_log.py). A crash
+# loses at most the last interval's rows; every decision that acted is written at once.
+MEMORYHUB_DECISION_BUFFER_ROWS = env.int("MEMORYHUB_DECISION_BUFFER_ROWS", default=200)
+MEMORYHUB_DECISION_BUFFER_MS = env.int("MEMORYHUB_DECISION_BUFFER_MS", default=200)
 
 # --- Celery ---------------------------------------------------------------------------------
 BROKER_DIR = VAR_DIR / "broker"

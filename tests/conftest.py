@@ -34,6 +34,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """Decision rows a test buffered (triggers.decision_log) are written while its database is
+    still there, and the flusher thread's connection closed, so nothing leaks into the next test
+    or keeps the test database open."""
+    from triggers import decision_log
+
+    try:
+        return (yield)
+    finally:
+        decision_log.buffer.shutdown()
+
+
 class Party:
     """One person (or key) of the fixture set: user, role, web client and API client."""
 
@@ -92,6 +105,41 @@ def mallory(other_tenant):
 def api(alice):
     """The admin's API client (most tests act as an agent platform with an admin key)."""
     return alice.api
+
+
+@pytest.fixture
+def receiver(settings):
+    """A real local webhook receiver; channels may reach its loopback address through the allow-list."""
+    from tests.helpers import Receiver
+
+    settings.MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = ["127.0.0.1/32"]
+    server = Receiver().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def empty_broker():
+    """The default queue empty before and after: messages one test publishes (on_commit hooks, a
+    real worker's requests) never reach another."""
+    from memoryhub.celery import app
+
+    app.control.purge()
+    yield
+    app.control.purge()
+
+
+@pytest.fixture
+def loaded(settings, tmp_path):
+    """The seed scenario through ``manage.py load_demo`` (the real services); returns its output."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    settings.VAR_DIR = tmp_path
+    out = StringIO()
+    call_command("load_demo", stdout=out)
+    return out.getvalue()
 
 
 @pytest.fixture(autouse=True)

@@ -1,51 +1,42 @@
-"""Plain helpers for building workflows and events in tests (through the real services)."""
+"""Test helpers that build no state: the shared HTTP helpers for API and page tests, a frozen
+clock, a barrier race for the PostgreSQL concurrency tests and a real local webhook receiver.
+State is built by tests.factories, through the real services."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import threading
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import time_machine
 from django.db import connection
 
-from memoryhub.core.actors import Actor
-from memoryhub.memory.events import append_events, parse_batch
-from memoryhub.memory.workflows import create_workflow
-from memoryhub.models import Workflow
-
-TEST_ACTOR = Actor.system("tests")
+T0 = datetime(2030, 1, 15, 12, 0, tzinfo=UTC)
 
 
-def make_workflow(tenant, external_id: str = "wf-1", **kwargs: Any) -> Workflow:
-    workflow, _ = create_workflow(tenant, external_id, actor=TEST_ACTOR, **kwargs)
-    return workflow
+def frozen(moment: datetime):
+    """Freeze time (auto_now_add columns and the services' timezone.now() take this moment)."""
+    return time_machine.travel(moment, tick=False)
 
 
-def event(i: int, **overrides: Any) -> dict[str, Any]:
-    body = {
-        "kind": "message",
-        "content": f"message number {i} about POST /payments",
-        "agent": "requirements-agent",
-        "role": "assistant",
-        "client_event_id": f"ev-{i}",
-    }
-    body.update(overrides)
-    return body
+def post(client, url: str, body: Any = None, **headers: Any):
+    """POST ``body`` as JSON (an APIClient or a Django test client)."""
+    return client.post(
+        url, data=json.dumps(body if body is not None else {}), content_type="application/json", **headers
+    )
 
 
-def append(workflow: Workflow, raw_events: list[dict[str, Any]], expected_head: int | None = None):
-    payload: dict[str, Any] = {"events": raw_events}
-    if expected_head is not None:
-        payload["expected_head"] = expected_head
-    events, head = parse_batch(payload)
-    result = append_events(workflow, events, expected_head=head)
-    workflow.refresh_from_db()
-    return result
-
-
-def append_n(workflow: Workflow, n: int, start: int = 1, batch: int = 500) -> None:
-    for lo in range(start, start + n, batch):
-        append(workflow, [event(i) for i in range(lo, min(lo + batch, start + n))])
+def form_post(client, url: str, data: dict | None = None, *, page: str = "/overview/"):
+    """POST a form the way a browser does: with the CSRF token of the cookie a page visit set."""
+    if "csrftoken" not in client.cookies:
+        client.get(page)  # any page with a form sets the CSRF cookie
+    return client.post(url, {**(data or {}), "csrfmiddlewaretoken": client.cookies["csrftoken"].value})
 
 
 def race(n: int, work: Callable[[], Any]) -> list:
@@ -71,3 +62,73 @@ def race(n: int, work: Callable[[], Any]) -> list:
         t.join()
     assert not errors, errors
     return results
+
+
+# --- real local HTTP servers ------------------------------------------------------------------
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: int, payload: bytes) -> None:
+    """Answer a test server's request with a JSON body (a client that gave up is no error)."""
+    try:
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(payload)))
+        handler.end_headers()
+        handler.wfile.write(payload)
+    except (BrokenPipeError, ConnectionResetError):  # the client timed out, or its worker was killed
+        pass
+
+
+class Receiver:
+    """A local HTTP server in a thread. Paths choose the answer: /ok → 200, /status/<code> →
+    that code, /sleep/<seconds> → 200 after a delay. Every request is recorded with whether its
+    X-MemoryHub-Signature matches HMAC-SHA256(secret, raw body)."""
+
+    def __init__(self, secret: str = "s3cret-webhook-key") -> None:
+        self.secret = secret
+        self.requests: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                expected = "sha256=" + hmac.new(receiver.secret.encode(), body, hashlib.sha256).hexdigest()
+                signature = self.headers.get("X-MemoryHub-Signature")
+                with receiver.lock:
+                    receiver.requests.append(
+                        {
+                            "path": self.path,
+                            "headers": dict(self.headers),
+                            "body": body,
+                            "json": json.loads(body or b"null"),
+                            "signature": signature,
+                            "verified": signature is not None and hmac.compare_digest(signature, expected),
+                        }
+                    )
+                status = 200
+                parts = self.path.strip("/").split("/")
+                if parts[0] == "status":
+                    status = int(parts[1])
+                elif parts[0] == "sleep":
+                    time.sleep(float(parts[1]))
+                send_json(self, status, b'{"ok": true}' if status < 400 else b'{"error": "nope"}')
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def url(self, path: str = "/ok") -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}{path}"
+
+    def start(self) -> Receiver:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -15,7 +15,7 @@ from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 
 from memoryhub.core.errors import InvalidInput
-from memoryhub.models import Role, Tenant
+from memoryhub.models import Role
 from memoryhub.web.api.common import WF, TenantAPIView, body_object, int_param
 from memoryhub.web.api.serializers import ErrorSerializer
 from triggers import policy, services
@@ -48,7 +48,7 @@ class PolicyOutSerializer(PolicySerializer):
     usable_input_tokens = serializers.IntegerField()
     hard_limit = serializers.IntegerField()
     trigger_tokens = serializers.IntegerField()
-    source = serializers.ChoiceField(choices=["workflow", "tenant", "default"])  # type: ignore[assignment]
+    source = serializers.ChoiceField(choices=["workflow", "tenant", "default"])  # type: ignore[assignment]  # API field name shadows Field.source
     updated_at = serializers.DateTimeField(allow_null=True)
     updated_by = serializers.CharField()
 
@@ -133,11 +133,6 @@ _EXPORT_PARAMS = [
 ]
 
 
-def _tenant(request: Any) -> Tenant:
-    """The tenant the TenantMember permission resolved for this request."""
-    return request.tenant
-
-
 def _export(spec: PolicySpec, params: Any) -> dict[str, Any]:
     keep = int_param(params, "keep_recent_tokens", None)
     step = int_param(params, "typical_step_tokens", 0) or 0
@@ -159,13 +154,13 @@ class _PolicyView(TenantAPIView):
         return self.workflow(wf) if wf is not None else None
 
     def _get(self, wf: str | None = None) -> Response:
-        spec, source, row = policy.effective_policy(_tenant(self.request), self.scope(wf))
+        spec, source, row = policy.effective_policy(self.tenant, self.scope(wf))
         return Response(services.policy_payload(spec, source, row))
 
     def _save(self, wf: str | None, *, partial: bool) -> Response:
         workflow = self.scope(wf)
         row, spec = services.save_policy(
-            _tenant(self.request),
+            self.tenant,
             body_object(self.request),
             self.actor(),
             workflow=workflow,
@@ -178,9 +173,9 @@ class _PolicyView(TenantAPIView):
     def _delete(self, wf: str | None = None) -> Response:
         workflow = self.scope(wf)
         services.delete_policy(
-            _tenant(self.request), self.actor(), workflow=workflow, role=getattr(self.request, "role", None)
+            self.tenant, self.actor(), workflow=workflow, role=getattr(self.request, "role", None)
         )
-        spec, source, row = policy.effective_policy(_tenant(self.request), workflow)
+        spec, source, row = policy.effective_policy(self.tenant, workflow)
         return Response(services.policy_payload(spec, source, row))
 
 
@@ -239,7 +234,7 @@ class WorkflowPolicyExport(TenantAPIView):
 class TenantPolicyExport(TenantAPIView):
     @extend_schema(parameters=_EXPORT_PARAMS, responses={200: OpenApiTypes.OBJECT})
     def get(self, request):
-        spec, _, _ = policy.effective_policy(_tenant(request))
+        spec, _, _ = policy.effective_policy(self.tenant)
         return Response(_export(spec, request.query_params))
 
 
@@ -255,7 +250,7 @@ class WorkflowTrigger(TenantAPIView):
         enqueue = body.pop("enqueue", False)
         if not isinstance(enqueue, bool):
             raise InvalidInput("enqueue must be true or false", code="invalid_trigger_input")
-        workflow = services.workflow_for_decision(_tenant(request), wf)
+        workflow = services.workflow_for_decision(self.tenant, wf)
         row = services.decide(workflow, body, self.actor(), enqueue=enqueue)
         return Response(services.decision_payload(row))
 
@@ -283,6 +278,7 @@ class WorkflowDecisions(generics.ListAPIView, TenantAPIView):
 
     def list(self, request, *args, **kwargs):
         page = self.paginate_queryset(self.get_queryset())
+        assert page is not None  # StandardPagination has a fixed page_size: it always pages
         return self.get_paginated_response([services.decision_payload(row) for row in page])
 
 
@@ -295,7 +291,7 @@ class Evaluate(TenantAPIView):
         request=EvaluateRequestSerializer, responses={200: DecisionSerializer, 400: ErrorSerializer}
     )
     def post(self, request):
-        return Response(services.evaluate_what_if(_tenant(request), body_object(request)))
+        return Response(services.evaluate_what_if(self.tenant, body_object(request)))
 
 
 class WorkflowSimulate(TenantAPIView):
@@ -341,7 +337,7 @@ class Simulate(TenantAPIView):
         responses={200: _SIM_OUT, 400: ErrorSerializer},
     )
     def post(self, request):
-        result = services.simulate_steps(_tenant(request), body_object(request))
+        result = services.simulate_steps(self.tenant, body_object(request))
         result["figure"] = simulation_figure(result)
         return Response(result, status=status.HTTP_200_OK)
 

@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models import Q
 
 from memoryhub.models import CompactionJob, Tenant, Workflow
+from triggers.decision_log import flush_decision_buffer
 
 
 class ContextPolicy(models.Model):
@@ -62,6 +63,15 @@ class ContextPolicy(models.Model):
         )
 
 
+class DecisionManager(models.Manager["TriggerDecision"]):
+    """Reads of the log first write this process's buffered "continue" rows
+    (triggers.decision_log), so the process sees every decision it made."""
+
+    def get_queryset(self) -> models.QuerySet[TriggerDecision]:
+        flush_decision_buffer()
+        return super().get_queryset()
+
+
 class TriggerDecision(models.Model):
     """One logged stateful trigger decision with every number it used."""
 
@@ -86,9 +96,11 @@ class TriggerDecision(models.Model):
     actor = models.CharField(max_length=200, blank=True)
     at = models.DateTimeField(auto_now_add=True)
 
-    # Not a column: False on a "continue" row just written with an asynchronous commit, which a
-    # crash could still lose (triggers.services._log_without_commit_wait); rows read back are True.
+    # Not a column: False on a "continue" row still in the write buffer (triggers.decision_log),
+    # which a crash could lose; rows read back are True.
     durable = True
+
+    objects = DecisionManager()
 
     class Meta:
         ordering = ["-at", "-id"]

@@ -72,8 +72,3 @@ def effective_policy(
 def policy_for(workflow: Workflow) -> PolicySpec:
     """The policy that governs ``workflow`` (service contract used by other areas)."""
     return effective_policy(workflow.tenant_id, workflow)[0]
-
-
-def require_approval_for(workflow: Workflow) -> bool:
-    """Whether activation needs a human approval under the workflow's policy."""
-    return policy_for(workflow).require_approval

@@ -215,8 +215,8 @@ def simulator_save(request: HttpRequest) -> HttpResponse:
         return redirect(back)
     target = workflow if scope == "workflow" else None
     try:
-        services.save_policy(tenant, form.to_policy(), request_actor(request), workflow=target)
-    except InvalidInput as exc:
+        services.save_policy(tenant, form.to_policy(), request_actor(request), workflow=target, role=role)
+    except (InvalidInput, Forbidden) as exc:  # Forbidden: a reviewer may not lower require_approval
         messages.error(request, f"Nothing was saved: {exc.detail}")
         return redirect(back)
     where = f"{workflow.external_id}'s policy override" if target else "the tenant default policy"

@@ -11,10 +11,10 @@ register = template.Library()
 
 
 @register.simple_tag
-def review_actions_for(summary, role, actions=None):
-    """Review actions the current role may take on ``summary`` (a list of ActionSpec)."""
-    names = [a.strip() for a in actions.split(",")] if isinstance(actions, str) else actions
-    return available_actions(summary, role, names)
+def review_actions_for(summary, role, policy=None):
+    """The review buttons ``role`` gets on ``summary`` (ActionSpecs; ``lifecycle.allowed_actions``
+    decides). Pass the page's ActionPolicy when it has one (saves its queries)."""
+    return available_actions(summary, role, policy)
 
 
 @register.filter

@@ -65,7 +65,7 @@ def clean_role(value, field: str = "role") -> str:
     return str(value)
 
 
-def clean_key_name(value) -> str:
+def clean_key_name(value: object) -> str:
     name = value.strip() if isinstance(value, str) else ""
     if not name or len(name) > 100:
         raise InvalidInput("name: 1-100 characters", code="invalid_field", field="name")
@@ -96,9 +96,10 @@ def _mint(tenant: Tenant, name: str, role: str, created_by, actor: Actor) -> Iss
 
 @transaction.atomic
 def issue_api_key(
-    tenant: Tenant, name: str, role: str = Role.ADMIN, created_by=None, actor: Actor | None = None
+    tenant: Tenant, name: object, role: str = Role.ADMIN, created_by=None, actor: Actor | None = None
 ) -> IssuedKey:
-    """A new key; its secret is in the result and nowhere else (only a SHA-256 is stored)."""
+    """A new key; its secret is in the result and nowhere else (only a SHA-256 is stored).
+    ``name`` may be raw request input: it is checked here (400 unless 1-100 characters)."""
 
     actor = actor or Actor.system("setup")
     issued = _mint(tenant, clean_key_name(name), clean_role(role), created_by, actor)

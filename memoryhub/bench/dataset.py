@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -39,6 +39,7 @@ from memoryhub.models import (
     ValidationRecord,
     Workflow,
 )
+from memoryhub.models.workflows import EVENT_STORED_COLUMNS
 from triggers.models import TriggerDecision
 
 BENCH_ACTOR = Actor.system("bench")
@@ -54,7 +55,7 @@ SENTENCES = [
 ]
 
 
-def copy_rows(model, columns: list[str], rows: Iterable[tuple]) -> int:
+def copy_rows(model, columns: Sequence[str], rows: Iterable[tuple]) -> int:
     """COPY ``rows`` (tuples in ``columns`` order; JSON already serialised) into the model's table."""
     n = 0
     extra_columns, extra_values = _defaults_for_missing(model, columns)
@@ -66,7 +67,7 @@ def copy_rows(model, columns: list[str], rows: Iterable[tuple]) -> int:
     return n
 
 
-def _defaults_for_missing(model, columns: list[str]) -> tuple[list[str], tuple]:
+def _defaults_for_missing(model, columns: Sequence[str]) -> tuple[list[str], tuple]:
     """Columns the caller did not give that still need a value: model defaults, or now for timestamps."""
     import json
 
@@ -116,25 +117,6 @@ def event_rows(
             "none",
             start_at + timedelta(seconds=seq),
         )
-
-
-EVENT_COLUMNS = [
-    "workflow_id",
-    "seq",
-    "client_event_id",
-    "kind",
-    "agent",
-    "role",
-    "content",
-    "content_hash",
-    "token_count",
-    "cum_tokens",
-    "tool_call_id",
-    "facts",
-    "refs",
-    "side_effect",
-    "created_at",
-]
 
 
 def summary_row(tenant_id: int, workflow_id: int, version: int, covers_to: int, status: str, at) -> tuple:
@@ -299,7 +281,7 @@ def build(
             if n % 2000 == 1999:
                 log(f"  events: {(n + 1) * events_per_workflow:,} ({time.perf_counter() - started:.0f}s)")
 
-    counts["events"] = copy_rows(Event, EVENT_COLUMNS, all_events())
+    counts["events"] = copy_rows(Event, EVENT_STORED_COLUMNS, all_events())
     step = events_per_workflow // summaries_per_workflow
 
     def all_summaries():
@@ -603,9 +585,9 @@ def history_workflow(tenant, external_id: str, events: int, *, tail: int = 20, l
         rows.append(row)
         cum = row[9]
         if len(rows) == 50_000:
-            copy_rows(Event, EVENT_COLUMNS, rows)
+            copy_rows(Event, EVENT_STORED_COLUMNS, rows)
             rows.clear()
-    copy_rows(Event, EVENT_COLUMNS, rows)
+    copy_rows(Event, EVENT_STORED_COLUMNS, rows)
     tail_tokens = cum - Event.objects.get(workflow=wf, seq=events - tail).cum_tokens
     Workflow.objects.filter(pk=wf.pk).update(
         head_seq=events, total_tokens=cum, tail_events=events, tail_tokens=cum

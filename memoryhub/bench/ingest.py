@@ -23,25 +23,8 @@ from memoryhub.core.actors import Actor
 from memoryhub.memory.events import append_events, parse_batch
 from memoryhub.memory.search import candidate_seqs
 from memoryhub.memory.workflows import create_workflow
-from memoryhub.models import Workflow
-
-COPY_COLUMNS = [
-    "workflow_id",
-    "seq",
-    "client_event_id",
-    "kind",
-    "agent",
-    "role",
-    "content",
-    "content_hash",
-    "token_count",
-    "cum_tokens",
-    "tool_call_id",
-    "facts",
-    "refs",
-    "side_effect",
-    "created_at",
-]
+from memoryhub.models import Tenant, Workflow
+from memoryhub.models.workflows import EVENT_STORED_COLUMNS
 
 
 def _copy_text(value: Any) -> str:
@@ -63,7 +46,7 @@ def _slice_rates(marks: list[tuple[int, float]], slice_size: int) -> list[int]:
 
 
 def search_flatness(
-    tenant: Any, big: Workflow, *, rounds: int = 40, fact: str = "401 Unauthorized", log=print
+    tenant: Tenant, big: Workflow, *, rounds: int = 40, fact: str = "401 Unauthorized", log=print
 ) -> dict[str, Any]:
     """Investigation search (the trigram candidate query) on ``big`` vs a fresh 1k-event workflow,
     interleaved, right after ingest — with whatever GIN pending list the appends left behind."""
@@ -150,7 +133,7 @@ def run(events: int = 100_000, batch: int = 1_000, clients: int = 2, log=print) 
     # The same rows the API stored, re-keyed to another workflow, written by COPY.
     with connection.cursor() as cur:
         cur.execute(
-            f"SELECT {', '.join(COPY_COLUMNS[1:])} FROM memoryhub_event WHERE workflow_id = ANY(%s) ORDER BY workflow_id, seq",
+            f"SELECT {', '.join(EVENT_STORED_COLUMNS[1:])} FROM memoryhub_event WHERE workflow_id = ANY(%s) ORDER BY workflow_id, seq",
             [[w.pk for w in api_workflows]],
         )
         rows = cur.fetchall()
@@ -170,7 +153,7 @@ def run(events: int = 100_000, batch: int = 1_000, clients: int = 2, log=print) 
     data = buf.getvalue()
     started = time.perf_counter()
     with connection.cursor() as cur:
-        with cur.cursor.copy(f"COPY memoryhub_event ({', '.join(COPY_COLUMNS)}) FROM STDIN") as copy:
+        with cur.cursor.copy(f"COPY memoryhub_event ({', '.join(EVENT_STORED_COLUMNS)}) FROM STDIN") as copy:
             copy.write(data)
         Workflow.objects.filter(pk=copy_workflow.pk).update(head_seq=len(rows), total_tokens=cum)
     copy_seconds = time.perf_counter() - started

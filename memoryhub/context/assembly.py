@@ -30,29 +30,12 @@ from audit.models import Purge
 from memoryhub.core.canonical import hash_value
 from memoryhub.core.errors import Conflict, InvalidInput
 from memoryhub.models import Event, Summary, Workflow
-from memoryhub.models.workflows import masked_identifier
+from memoryhub.models.workflows import EVENT_API_FIELDS, masked_identifier
 
 MANIFEST_SCHEMA = "memoryhub.context-manifest/v1"
 CONTEXT_ID_PREFIX = "ctx_"
 _SIGNER = signing.Signer(salt="memoryhub.context-id")
 _DATETIME = DateTimeField()  # same rendering as the events API
-_EVENT_COLUMNS = (
-    "seq",
-    "client_event_id",
-    "kind",
-    "agent",
-    "role",
-    "content",
-    "content_hash",
-    "token_count",
-    "tool_call_id",
-    "facts",
-    "refs",
-    "side_effect",
-    "created_at",
-    "purged_at",
-    "purge_id",
-)
 
 
 @dataclass(frozen=True)
@@ -163,7 +146,7 @@ def _summary_out(summary: Summary) -> dict[str, Any]:
 
 
 def _event_out(row: dict[str, Any], purge_ids: dict[int, str]) -> dict[str, Any]:
-    out = {key: row[key] for key in _EVENT_COLUMNS[:-3]}
+    out = {key: row[key] for key in EVENT_API_FIELDS[:-3]}
     out["created_at"] = _DATETIME.to_representation(row["created_at"])
     out["purged_at"] = _DATETIME.to_representation(row["purged_at"]) if row["purged_at"] else None
     out["purge_id"] = purge_ids.get(row["purge_id"]) if row["purge_id"] else None
@@ -195,7 +178,7 @@ def assemble_context(workflow: Workflow, *, min_seq: int | None = None) -> dict[
     rows = list(
         Event.objects.filter(workflow=workflow, seq__gt=watermark, seq__lte=head)
         .order_by("seq")
-        .values(*_EVENT_COLUMNS)
+        .values(*EVENT_API_FIELDS)
     )
     purge_ids: dict[int, str] = {}
     if any(row["purge_id"] for row in rows):

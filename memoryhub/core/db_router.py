@@ -16,12 +16,13 @@ it answers 409 ``stale_context`` with ``Retry-After``, and the Python client ret
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from django.db import connections
+from django.db import connections, models
+from django.http import HttpRequest, HttpResponse
 
 REPLICA = "replica"
 PRIMARY = "default"
@@ -48,18 +49,18 @@ def replica_configured() -> bool:
 
 
 class ReplicaRouter:
-    def db_for_read(self, model: type, **hints: Any) -> str:
+    def db_for_read(self, model: type[models.Model], **hints: Any) -> str:
         if not _lag_tolerant.get() or connections[PRIMARY].in_atomic_block:
             return PRIMARY
-        meta = model._meta  # type: ignore[attr-defined]
+        meta = model._meta
         if meta.app_label in _PRIMARY_APPS or meta.label_lower in _PRIMARY_MODELS:
             return PRIMARY
         return REPLICA
 
-    def db_for_write(self, model: type, **hints: Any) -> str:
+    def db_for_write(self, model: type[models.Model], **hints: Any) -> str:
         return PRIMARY
 
-    def allow_relation(self, obj1: Any, obj2: Any, **hints: Any) -> bool:
+    def allow_relation(self, obj1: models.Model, obj2: models.Model, **hints: Any) -> bool:
         return True  # one database, two connections to it
 
     def allow_migrate(self, db: str, app_label: str, **hints: Any) -> bool:
@@ -69,10 +70,10 @@ class ReplicaRouter:
 class ReplicaReadsMiddleware:
     """Safe requests (GET/HEAD) read lag-tolerantly; writes and their reads stay on the primary."""
 
-    def __init__(self, get_response: Any) -> None:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request: Any) -> Any:
+    def __call__(self, request: HttpRequest) -> HttpResponse:
         if request.method in ("GET", "HEAD") and replica_configured():
             with lag_tolerant():
                 return self.get_response(request)

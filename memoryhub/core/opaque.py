@@ -9,6 +9,11 @@ activated like any other; its content is the canonical JSON stub
 and its validation reports ``unverifiable content`` for every check that needs the text: the
 record does not say "passed" (``result == "unverifiable"``), but nothing *failed* either, so the
 version may become VALIDATED and be activated by compare-and-swap.
+
+The older form, an external candidate whose readable content (narrative, facts) also carries an
+encrypted item (``"opaque": true`` with ``opaque_digest`` and ``opaque_size``), is judged by the
+text validator: its ``content_readable`` check fails as unverifiable and a reviewer may waive it.
+``unreadable`` is the one rule that says whether content is either.
 """
 
 from __future__ import annotations
@@ -21,16 +26,13 @@ from memoryhub.core.canonical import canonical_bytes, sha256_hex
 OPAQUE_SCHEMA = "memoryhub.opaque/v1"
 OPAQUE_VALIDATOR_VERSION = "opaque-1"
 OPAQUE_FIELDS = frozenset({"schema", "digest", "size_bytes", "media_type"})
+# The encrypted item inside readable content (the older form).
+ITEM_FIELDS = ("opaque", "opaque_digest", "opaque_size")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-# Checks of the text validator that need to read the content: unverifiable on opaque bytes.
-CONTENT_CHECKS = (
-    "tool_call_pairs",
-    "mandatory_facts",
-    "groundedness",
-    "open_issues",
-    "token_budget",
-    "secret_scan",
-)
+# rules-5 checks that read the summary text: none of them can run on bytes MemoryHub cannot read.
+TEXT_CHECKS = ("mandatory_facts", "groundedness", "open_issues", "token_budget", "secret_scan")
+# What opaque-1 reports as unverifiable: the text checks, and tool pairs (it reads no source events).
+OPAQUE_UNVERIFIED = ("tool_call_pairs", *TEXT_CHECKS)
 UNVERIFIABLE = "unverifiable content"
 
 
@@ -38,8 +40,27 @@ def is_opaque(content: Any) -> bool:
     return isinstance(content, dict) and content.get("schema") == OPAQUE_SCHEMA
 
 
+def has_opaque_item(content: Any) -> bool:
+    """Readable content that carries an encrypted item (the older form)."""
+    return isinstance(content, dict) and content.get("opaque") is True
+
+
+def unreadable(content: Any) -> str | None:
+    """Why MemoryHub cannot check ``content`` against the covered events, or None when it can:
+    the one rule for "opaque" (an opaque stub, or readable content carrying an encrypted item)."""
+    if is_opaque(content):
+        return _digest_only(content.get("digest"), content.get("size_bytes"))
+    if has_opaque_item(content):
+        return (
+            f"{UNVERIFIABLE}: the compaction returned only an encrypted item "
+            f"({content.get('opaque_digest')}, {content.get('opaque_size')} bytes); its text cannot be "
+            "checked against the covered events"
+        )
+    return None
+
+
 def opaque_content(digest: str, size_bytes: int, media_type: str = "") -> dict[str, Any]:
-    """The stub stored for unreadable content (call ``check_opaque`` on it before storing)."""
+    """The stub stored for unreadable content (call ``opaque_problems`` on it before storing)."""
     content: dict[str, Any] = {"schema": OPAQUE_SCHEMA, "digest": digest, "size_bytes": size_bytes}
     if media_type:
         content["media_type"] = media_type
@@ -66,6 +87,23 @@ def opaque_problems(content: Any) -> list[tuple[str, str]]:
     return problems
 
 
+def item_problems(content: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, message) pairs for a malformed encrypted item in readable content: ``opaque: true``
+    needs ``opaque_digest`` ("sha256:<hex>") and ``opaque_size`` (bytes); without the flag neither
+    may appear."""
+    if not any(field in content for field in ITEM_FIELDS):
+        return []
+    if not has_opaque_item(content):
+        return [("content.opaque", "must be true when opaque_digest/opaque_size are given")]
+    problems = []
+    digest, size = content.get("opaque_digest"), content.get("opaque_size")
+    if not isinstance(digest, str) or not _DIGEST.match(digest):
+        problems.append(("content.opaque_digest", "must be 'sha256:' + 64 lowercase hex digits"))
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        problems.append(("content.opaque_size", "must be a non-negative integer (bytes)"))
+    return problems
+
+
 def opaque_checks(
     content_bytes: bytes,
     claimed_hash: str,
@@ -73,11 +111,11 @@ def opaque_checks(
     covers_to_seq: int,
     previous_covers_to_seq: int | None,
     head_seq: int,
-) -> tuple[list[dict[str, Any]], list[str]]:
+) -> list[dict[str, Any]]:
     """The checks an opaque version gets: integrity, schema and coverage run; the rest cannot.
 
-    Returns (checks, reasons). A check that could not run has ``passed: None`` and
-    ``unverifiable: True``; reasons list only real failures.
+    A check that could not run has ``passed: None`` and ``unverifiable: True``
+    (``memoryhub.memory.validation.judged`` turns the checks into the outcome).
     """
     import json
 
@@ -123,23 +161,12 @@ def opaque_checks(
     )
     size = content.get("size_bytes") if isinstance(content, dict) else None
     digest = content.get("digest") if isinstance(content, dict) else None
-    for name in CONTENT_CHECKS:
+    for name in OPAQUE_UNVERIFIED:
         checks.append(
-            {
-                "name": name,
-                "passed": None,
-                "unverifiable": True,
-                "detail": f"{UNVERIFIABLE}: only the digest {digest} and size ({size} bytes) are known",
-            }
+            {"name": name, "passed": None, "unverifiable": True, "detail": _digest_only(digest, size)}
         )
-    reasons = [f"{c['name']}: {c['detail']}" for c in checks if c["passed"] is False]
-    return checks, reasons
+    return checks
 
 
-def validation_result(passed: bool, checks: list[dict[str, Any]]) -> str:
-    """passed | failed | unverifiable: what a validation record says, in one word."""
-    if not passed:
-        return "failed"
-    if any(c.get("unverifiable") for c in checks):
-        return "unverifiable"
-    return "passed"
+def _digest_only(digest: Any, size: Any) -> str:
+    return f"{UNVERIFIABLE}: only the digest {digest} and size ({size} bytes) are known"

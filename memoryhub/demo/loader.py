@@ -217,7 +217,7 @@ def _replay_acme(
     specs = {s["version"]: s for s in scenario.summary_specs()}
     traces = {t["model_call_id"]: t for t in scenario.trace_specs()}
     artifacts = {a["artifact_id"]: a for a in scenario.artifact_specs()}
-    summaries: dict[int, Any] = {}
+    summaries: dict[int, Summary] = {}
     jobs: dict[int, CompactionJob] = {}
 
     with clock.at(0):
@@ -378,7 +378,7 @@ def _historical_job(tenant: Tenant, workflow: Workflow, spec: dict[str, Any]) ->
     )
 
 
-def _finish_job(job: CompactionJob, summary: Any, outcome: str) -> None:
+def _finish_job(job: CompactionJob, summary: Summary, outcome: str) -> None:
     now = timezone.now()
     attempts = [dict(a, finished_at=now.isoformat(), outcome="succeeded") for a in job.attempts]
     latency = int((now - job.started_at).total_seconds() * 1000) if job.started_at else None
@@ -394,7 +394,7 @@ def _finish_job(job: CompactionJob, summary: Any, outcome: str) -> None:
 
 
 def _stale_attempt(
-    step: dict[str, Any], summaries: dict[int, Any], jobs: dict[int, CompactionJob], out: Out
+    step: dict[str, Any], summaries: dict[int, Summary], jobs: dict[int, CompactionJob], out: Out
 ) -> str:
     """The late worker: a redelivered attempt of S2's job tries to activate S2 with the revision it
     read before S3 existed. The service must record it as stale and change nothing."""
@@ -517,14 +517,18 @@ DEMO_ALERT = {
 }
 
 
-def _compact_now(workflow: Workflow, actor: Actor, task_id: str) -> Any:
-    """Request a compaction and run it with the worker's own function, in this process."""
-
+def _compact_now(workflow: Workflow, actor: Actor, task_id: str) -> tuple[CompactionJob, Summary]:
+    """Request a compaction and run it with the worker's own function, in this process: the
+    finished job and the summary it produced."""
     with transaction.atomic():
         job, _ = request_compaction(workflow, actor=actor)
     run_job(job.pk, task_id)
     job.refresh_from_db()
-    return job
+    if job.summary is None:
+        raise RuntimeError(
+            f"compaction of {workflow.external_id} produced no summary: {job.status} {job.outcome}"
+        )
+    return job, job.summary
 
 
 def _review_story(out: Out) -> dict[str, Any]:
@@ -555,13 +559,13 @@ def _review_story(out: Out) -> dict[str, Any]:
         for e in Event.objects.filter(workflow=source, seq__lte=80).order_by("seq")
     ]
     head = _append(workflow, rows[:40], 0)
-    first = _compact_now(workflow, admin, "load_demo-review-1")
-    approve_and_activate_summary(first.summary, reviewer, "Read against events 1-40: requirements intact.")
+    _, first = _compact_now(workflow, admin, "load_demo-review-1")
+    approve_and_activate_summary(first, reviewer, "Read against events 1-40: requirements intact.")
     _append(workflow, rows[40:], head)
-    second = _compact_now(workflow, admin, "load_demo-review-2")
+    second_job, second = _compact_now(workflow, admin, "load_demo-review-2")
     out(
         f"  workflow acme/{workflow.external_id} (require_approval): S1 approved and live, "
-        f"S2 {second.summary.status.lower()} ({second.outcome})"
+        f"S2 {second.status.lower()} ({second_job.outcome})"
     )
     for external_id, version, text in REVIEW_COMMENTS:
         summary = Summary.objects.filter(
@@ -573,7 +577,7 @@ def _review_story(out: Out) -> dict[str, Any]:
     state = evaluate_rule(rule).evaluation.state
     waiting = inbox_count(tenant.pk)
     out(f"  review inbox: {waiting} waiting; alert {rule.name!r}: {state}")
-    return {"awaiting": second.summary.summary_id, "inbox": waiting, "alert_state": str(state)}
+    return {"awaiting": second.summary_id, "inbox": waiting, "alert_state": str(state)}
 
 
 # --- live steps (after the worker is up) ------------------------------------------------------------

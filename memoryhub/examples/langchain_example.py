@@ -139,7 +139,7 @@ def run_example(
         model,
         client=client,
         agent="log-reader",
-        compaction=compaction,  # type: ignore[arg-type]
+        compaction=compaction,  # type: ignore[arg-type]  # a caller's str, checked by the middleware
         summarizer=ExtractiveSummarizer(),
         keep=keep,
         expected_next_step_tokens=150,

@@ -432,7 +432,7 @@ def _setup_logging(directory: Path) -> None:
     except OSError:
         handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    handler.memoryhub_hook = True  # type: ignore[attr-defined]
+    handler.memoryhub_hook = True  # type: ignore[attr-defined]  # marks our handler to find it again
     log.addHandler(handler)
     log.setLevel(logging.INFO)
 

@@ -23,6 +23,7 @@ from memoryhub.core.tokens import count_many
 from memoryhub.memory.quality_service import Estimate, parse_estimate, record_event_estimates
 from memoryhub.memory.workflows import workflow_encoding
 from memoryhub.models import Event, EventKind, SideEffect, Workflow
+from memoryhub.models.workflows import EVENT_STORED_COLUMNS
 from triggers.policy import policy_for
 
 # The workflow page shows events in pages of this many seqs: page N holds seqs (N-1)*50+1 .. N*50,
@@ -352,41 +353,22 @@ def _json_list(value: list | None) -> str:
     return json.dumps(value) if value else "[]"
 
 
-INSERT_COLUMNS = (
-    "workflow_id",
-    "seq",
-    "client_event_id",
-    "kind",
-    "agent",
-    "role",
-    "content",
-    "content_hash",
-    "token_count",
-    "cum_tokens",
-    "tool_call_id",
-    "facts",
-    "refs",
-    "side_effect",
-    "created_at",
-)
-
-
 def _insert_rows(rows: list[tuple]) -> None:
     """Write a batch of event rows in the current transaction.
 
     PostgreSQL gets COPY (the hot ingest path: ~5x fewer CPU cycles than a multi-row INSERT built by the
-    ORM); SQLite gets executemany. Rows are plain tuples in INSERT_COLUMNS order; JSON is pre-serialised.
+    ORM); SQLite gets executemany. Rows are plain tuples in EVENT_STORED_COLUMNS order; JSON is pre-serialised.
     """
     table = Event._meta.db_table
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            with cursor.cursor.copy(f"COPY {table} ({', '.join(INSERT_COLUMNS)}) FROM STDIN") as copy:
+            with cursor.cursor.copy(f"COPY {table} ({', '.join(EVENT_STORED_COLUMNS)}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
         else:
-            placeholders = ", ".join(["%s"] * len(INSERT_COLUMNS))
+            placeholders = ", ".join(["%s"] * len(EVENT_STORED_COLUMNS))
             cursor.executemany(
-                f"INSERT INTO {table} ({', '.join(INSERT_COLUMNS)}) VALUES ({placeholders})", rows
+                f"INSERT INTO {table} ({', '.join(EVENT_STORED_COLUMNS)}) VALUES ({placeholders})", rows
             )
 
 

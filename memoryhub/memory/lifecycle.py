@@ -31,30 +31,40 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
-from django.db import transaction
-from django.db.models import F, Q
+from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from audit.log import record
-from audit.models import Purge
+from audit.models import Payload, Purge
+from audit.payloads import payload_digest
 from memoryhub.core.actors import Actor
+from memoryhub.core.checks import waivable
 from memoryhub.core.errors import Conflict, DomainError, Forbidden, InvalidInput
 from memoryhub.core.opaque import OPAQUE_SCHEMA, OPAQUE_VALIDATOR_VERSION, opaque_checks
 from memoryhub.core.quality import merged_quality
 from memoryhub.memory.events import tokens_through
 from memoryhub.memory.sources import source_events
-from memoryhub.memory.validation import ValidationOutcome, WaiverError, apply_waivers, validate_summary
+from memoryhub.memory.validation import (
+    ValidationOutcome,
+    WaiverError,
+    apply_waivers,
+    judged,
+    validate_summary,
+)
 from memoryhub.memory.workflows import workflow_encoding
 from memoryhub.models import (
+    Event,
     LifecycleAction,
     LifecycleEvent,
     LifecycleResult,
     Role,
     Summary,
     SummaryStatus,
+    Tenant,
     ValidationRecord,
     Workflow,
     role_at_least,
@@ -80,15 +90,21 @@ ALLOWED_FROM: dict[str, frozenset[str]] = {
     A.ROLLBACK: frozenset({S.SUPERSEDED}),
 }
 HUMAN_ACTOR_KINDS = frozenset({"user", "api_key"})
+# The length limits of what people write into the record (``clean_reason``; forms and the API
+# schema show the same numbers).
 MAX_REASON = 2000
+MAX_COMMENT = 4000
+TEXT_LIMITS = {"reason": MAX_REASON, "comment": MAX_COMMENT}
 
 
 @dataclass
 class ActivationResult:
     """Outcome of an activate/rollback attempt. Only ``applied`` moved the pointer.
 
-    ``outcome`` is applied | stale | refused; for the latter two ``code``/``detail`` say why and
-    ``error()`` builds the 409 the API raises (the LifecycleEvent is already committed).
+    ``outcome`` is applied | stale: a lost compare-and-swap is an answer, not a refusal (the
+    request was valid, another landed first), so it is returned; ``code``/``detail`` say why and
+    ``error()`` builds the 409 the API answers (the LifecycleEvent is already committed). A
+    refused attempt is raised like every refusal (``refused_raises``).
     """
 
     applied: bool
@@ -148,24 +164,38 @@ def is_approved(summary: Summary, events: Iterable[LifecycleEvent] | None = None
 
 
 def clean_reason(
-    reason: Any, *, required: bool = True, field: str = "reason", limit: int = MAX_REASON
+    reason: Any, *, required: bool = True, field: str = "reason", limit: int | None = None
 ) -> str:
     """The one place reasons (and comments) are checked: a string, stripped, non-empty when
-    required, at most ``limit`` characters. Raises InvalidInput (400, nothing written)."""
+    required, at most ``limit`` (default ``TEXT_LIMITS[field]``) characters. Raises InvalidInput
+    (400, nothing written)."""
+    limit = limit if limit is not None else TEXT_LIMITS[field]
     text = (reason or "").strip() if isinstance(reason, str) or reason is None else None
     if text is None:
-        raise InvalidInput(f"'{field}' must be a string", code=f"invalid_{field}")
+        raise InvalidInput(f"'{field}' must be a string", code=f"invalid_{field}", field=field)
     if required and not text:
         raise InvalidInput(
-            f"a {field} is required for every review action (it is recorded in the audit log)",
-            code=f"{field}_required",
+            f"a {field} is required (it is recorded in the audit log)", code=f"{field}_required", field=field
         )
     if len(text) > limit:
-        raise InvalidInput(f"'{field}' is at most {limit} characters", code=f"invalid_{field}")
+        raise InvalidInput(f"'{field}' is at most {limit} characters", code=f"invalid_{field}", field=field)
     return text
 
 
-def _revision(value: Any) -> int:
+def clean_checks(checks: Any) -> list[str]:
+    """The check names a waiver gives: a non-empty list of non-empty strings (the validator
+    decides later whether each may be waived)."""
+    if isinstance(checks, str) or not isinstance(checks, Iterable):
+        raise InvalidInput("'checks' must be a list of check names", code="invalid_waiver")
+    names = list(checks)
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise InvalidInput("'checks' must name at least one failed check", code="invalid_waiver")
+    return names
+
+
+def clean_revision(value: Any) -> int:
+    """``expected_revision`` as the compare-and-swap needs it: a non-negative integer that fits
+    the column (JSON must send an integer; a form's text is converted by the caller first)."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
         raise InvalidInput(
             "'expected_revision' must be a non-negative integer", code="invalid_expected_revision"
@@ -173,29 +203,201 @@ def _revision(value: Any) -> int:
     return value
 
 
-def _lock(summary: Summary) -> tuple[Workflow, Summary]:
+class _Columns:
+    """A model's concrete columns as ``alias.column, …`` and the converters the ORM applies to them."""
+
+    def __init__(self, model: Any, alias: str) -> None:
+        qn = connection.ops.quote_name
+        fields = list(model._meta.concrete_fields)
+        self.model, self.width = model, len(fields)
+        self.attnames = [f.attname for f in fields]
+        self.pk_index = self.attnames.index(model._meta.pk.attname)
+        self.sql = ", ".join(f"{alias}.{qn(f.column)}" for f in fields)
+        self.converters: list[tuple[int, Any, list[Any]]] = []
+        for index, field in enumerate(fields):
+            col = field.get_col(model._meta.db_table)
+            found = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+            if found:
+                self.converters.append((index, col, found))
+
+    def instance(self, row: Any, start: int = 0) -> Any:
+        """The instance of ``row[start : start + width]``, as a queryset builds it."""
+        values = list(row[start : start + self.width])
+        for index, col, converters in self.converters:
+            for convert in converters:
+                values[index] = convert(values[index], col, connection)
+        return self.model.from_db(connection.alias, self.attnames, values)
+
+
+class _LockSQL:
+    """The statements every lifecycle action runs, built once per database vendor from the models.
+
+    SQL on purpose (like ``triggers.services._DecisionRead``): compiling the equivalent querysets
+    (a join, correlated subqueries, F-expression updates) took the ORM longer than the database
+    took to run them, on every activation.
+    """
+
+    def __init__(self) -> None:
+        qn = connection.ops.quote_name
+
+        def col(model: Any, name: str, alias: str = "") -> str:
+            column = qn(model._meta.get_field(name).column)
+            return f"{alias}.{column}" if alias else column
+
+        def table(model: Any) -> str:
+            return qn(model._meta.db_table)
+
+        wf, sm, le, pol = Workflow, Summary, LifecycleEvent, ContextPolicy
+        self.workflow, self.tenant, self.summary = _Columns(wf, "w"), _Columns(Tenant, "t"), _Columns(sm, "s")
+        # Only the workflow row is locked; its tenant is read along (nothing here changes it).
+        lock = " FOR UPDATE OF w" if connection.features.has_select_for_update_of else ""
+        self.lock = (
+            f"SELECT {self.workflow.sql}, {self.tenant.sql} FROM {table(wf)} w INNER JOIN {table(Tenant)} t "
+            f"ON {col(Tenant, 'id', 't')} = {col(wf, 'tenant', 'w')} WHERE {col(wf, 'id', 'w')} = %s{lock}"
+        )
+        # Each summary row with: the tokens of events through its watermark (``tokens_through``);
+        # whether it is approved (``is_approved``: an applied approve after the last applied
+        # quarantine); and require_approval of the policy that applies (``approval_required``:
+        # the workflow's override, else the tenant default). Parameters: the workflow id (a
+        # constant, so the planner reads one partition of the event table, not all of them),
+        # approve, applied, quarantine, applied, then the two summary ids.
+        s_id, s_wf, p_wf = col(sm, "id", "s"), col(sm, "workflow", "s"), col(pol, "workflow", "p")
+
+        def applied(alias: str) -> str:
+            return (
+                f"FROM {table(le)} {alias} WHERE {col(le, 'summary', alias)} = {s_id} "
+                f"AND {col(le, 'action', alias)} = %s AND {col(le, 'result', alias)} = %s"
+            )
+
+        self.read = (
+            f"SELECT {self.summary.sql}, "
+            f"(SELECT {col(Event, 'cum_tokens', 'e')} FROM {table(Event)} e WHERE {col(Event, 'workflow', 'e')} "
+            f"= %s AND {col(Event, 'seq', 'e')} = {col(sm, 'covers_to_seq', 's')}), "
+            f"EXISTS (SELECT 1 {applied('a')} AND {col(le, 'id', 'a')} > "
+            f"COALESCE((SELECT MAX({col(le, 'id', 'q')}) {applied('q')}), 0)), "
+            f"(SELECT {col(pol, 'require_approval', 'p')} FROM {table(pol)} p "
+            f"WHERE {col(pol, 'tenant', 'p')} = {col(sm, 'tenant', 's')} AND ({p_wf} = {s_wf} OR {p_wf} IS NULL) "
+            f"ORDER BY ({p_wf} IS NULL) LIMIT 1) "
+            f"FROM {table(sm)} s WHERE {s_id} IN (%s, %s)"
+        )
+        revision = col(wf, "active_revision")
+        pointer = (
+            f"UPDATE {table(wf)} SET {col(wf, 'active_summary')} = %s, {revision} = {revision} + 1, "
+            f"{col(wf, 'summary_tokens')} = %s, {col(wf, 'tail_events')} = {col(wf, 'head_seq')} - %s, "
+            f"{col(wf, 'tail_tokens')} = {col(wf, 'total_tokens')} - %s, "
+            f"{col(wf, 'activated_at')} = %s, {col(wf, 'updated_at')} = %s"
+        )
+        compacted = f", {col(wf, 'last_compacted_at')} = %s, {col(wf, 'tokens_at_last_compaction')} = %s"
+        where = f" WHERE {col(wf, 'id')} = %s AND {revision} = %s"
+        self.move = {False: pointer + where, True: pointer + compacted + where}
+        self.status = (
+            f"UPDATE {table(sm)} SET {col(sm, 'status')} = %s, {col(sm, 'status_changed_at')} = %s "
+            f"WHERE {col(sm, 'id')} = %s"
+        )
+        self.inserts: dict[tuple[Any, int], tuple[str, list[Any]]] = {}
+
+    def insert(self, model: Any, rows: int) -> tuple[str, list[Any]]:
+        """(INSERT of ``rows`` rows of ``model`` returning their ids, the fields in column order)."""
+        key = (model, rows)
+        if key not in self.inserts:
+            qn = connection.ops.quote_name
+            fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+            row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+            self.inserts[key] = (
+                f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+                f"VALUES {', '.join([row] * rows)} RETURNING {qn(model._meta.pk.column)}",
+                fields,
+            )
+        return self.inserts[key]
+
+
+_lock_sql: dict[str, _LockSQL] = {}
+
+
+def _sql() -> _LockSQL:
+    built = _lock_sql.get(connection.vendor)
+    if built is None:
+        built = _lock_sql[connection.vendor] = _LockSQL()
+    return built
+
+
+def _insert(model: Any, objs: list[Any]) -> None:
+    """INSERT the new rows ``objs`` in one statement and set their ids: what ``bulk_create`` does
+    for these models (no database defaults, no generated fields), from a cached statement."""
+    if not objs:
+        return
+    sql, fields = _sql().insert(model, len(objs))
+    params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for obj in objs for f in fields]
+    for obj, (pk,) in zip(objs, _execute(sql, params), strict=True):
+        obj.pk = pk
+        obj._state.adding, obj._state.db = False, connection.alias
+
+
+def _execute(sql: str, params: list[Any]) -> Any:
+    """Rows of a SELECT, or the row count of an UPDATE."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall() if cursor.description is not None else cursor.rowcount
+
+
+@dataclass
+class _Locked:
+    """What an action decides on, read under the workflow lock (``_lock``)."""
+
+    wf: Workflow  # its tenant and active summary loaded
+    target: Summary  # the summary acted on, fresh
+    covered_tokens: int  # tokens of events 1..target.covers_to_seq
+    needs_approval: bool  # approval_required(wf)
+    approved: bool  # is_approved(target)
+
+    @property
+    def prior(self) -> Summary | None:
+        """The active summary before this action."""
+        return cast(Summary, self.wf.active_summary) if self.wf.active_summary_id else None
+
+
+def _lock(summary: Summary) -> _Locked:
     """Lock the workflow row, then read everything else fresh (all status changes happen under this lock).
 
-    The lock query joins nothing: on PostgreSQL a ``SELECT … FOR UPDATE`` that waited for another
-    transaction re-checks only the locked row, so a joined active summary would be the version of
-    *before* the wait (a stale status that then trips ``memoryhub_summary_one_active``). The
-    active summary, the tenant and the target are read by later statements, after the lock.
+    Two statements. The lock joins only the tenant: on PostgreSQL a ``SELECT … FOR UPDATE`` that
+    waited for another transaction re-checks only the locked row, so a joined summary would be
+    the version of *before* the wait (a stale status that then trips
+    ``memoryhub_summary_one_active``). The target and the active summary, with what the
+    activation rules ask of them, are read by the second statement, after the lock.
     """
-    wf = Workflow.objects.select_for_update().get(pk=summary.workflow_id)
+    sql = _sql()
+    rows = _execute(sql.lock, [summary.workflow_id])
+    if not rows:
+        raise Workflow.DoesNotExist("Workflow matching query does not exist.")
+    wf = sql.workflow.instance(rows[0])
+    wf.tenant = sql.tenant.instance(rows[0], sql.workflow.width)
+    params = [wf.pk, A.APPROVE, LifecycleResult.APPLIED, A.QUARANTINE, LifecycleResult.APPLIED]
+    found = {
+        row[sql.summary.pk_index]: row
+        for row in _execute(sql.read, [*params, summary.pk, wf.active_summary_id])
+    }
+    if summary.pk not in found:
+        raise Summary.DoesNotExist("Summary matching query does not exist.")
     if wf.active_summary_id:
-        wf.active_summary = Summary.objects.get(pk=wf.active_summary_id)
-    fresh = Summary.objects.get(pk=summary.pk)
-    fresh.workflow = wf
-    return wf, fresh
+        wf.active_summary = sql.summary.instance(found[wf.active_summary_id])
+    target = sql.summary.instance(found[summary.pk])
+    target.workflow = wf
+    covered, approved, needs_approval = found[summary.pk][sql.summary.width :]
+    return _Locked(wf, target, int(covered or 0), bool(needs_approval), bool(approved))
 
 
 def _run(summary: Summary, body: Callable[[Workflow, Summary], T]) -> T:
+    """Run ``body(workflow, summary)`` under the workflow lock (see ``_run_locked``)."""
+    return _run_locked(summary, lambda locked: body(locked.wf, locked.target))
+
+
+def _run_locked(summary: Summary, body: Callable[[_Locked], T]) -> T:
     """Run ``body`` under the workflow lock; a refusal commits its row, then raises."""
     refusal: DomainError | None = None
     with transaction.atomic():
-        wf, fresh = _lock(summary)
+        locked = _lock(summary)
         try:
-            result = body(wf, fresh)
+            result = body(locked)
         except _Refused as refused:
             refusal = refused.error
     if refusal is not None:
@@ -203,7 +405,16 @@ def _run(summary: Summary, body: Callable[[Workflow, Summary], T]) -> T:
     return result
 
 
-def _log(
+@dataclass
+class _Entry:
+    """One LifecycleEvent, not yet written, and what its AuditEntry adds (see ``_append``)."""
+
+    event: LifecycleEvent
+    reason: str
+    data: dict[str, Any]
+
+
+def _entry(
     wf: Workflow,
     summary: Summary,
     action: str,
@@ -218,11 +429,9 @@ def _log(
     prior: Summary | None | bool = True,
     source_revision: int | None = None,
     data: dict[str, Any] | None = None,
-) -> LifecycleEvent:
-    """Append one LifecycleEvent and its AuditEntry (caller is inside the transaction)."""
-
+) -> _Entry:
     prior_id = wf.active_summary_id if prior is True else (prior.pk if isinstance(prior, Summary) else None)
-    event = LifecycleEvent.objects.create(
+    event = LifecycleEvent(
         tenant_id=wf.tenant_id,
         workflow=wf,
         summary=summary,
@@ -233,31 +442,60 @@ def _log(
         actor=str(actor),
         actor_kind=actor.kind,
         task_attempt_id=actor.task_attempt_id,
-        reason=reason,
         expected_revision=expected,
         observed_revision=observed,
         prior_active_summary_id=prior_id,
         source_revision_at_activation=source_revision,
     )
-    record(
-        wf.tenant,
-        actor,
-        f"summary.{action}",
-        summary,
-        {
-            "workflow": wf.external_id,
-            "version": summary.version,
-            "result": result,
-            "from": from_status,
-            "to": to_status,
-            "reason": reason,
-            "expected_revision": expected,
-            "observed_revision": observed,
-            "lifecycle_event": event.pk,
-            **(data or {}),
-        },
-    )
-    return event
+    event.reason = reason  # staged for the event's payload
+    return _Entry(event, reason, data or {})
+
+
+def _append(wf: Workflow, actor: Actor, *entries: _Entry) -> list[LifecycleEvent]:
+    """Insert the LifecycleEvents in order (one statement, after one for their reason payloads),
+    then append an AuditEntry for each (caller is inside the transaction)."""
+    events = [entry.event for entry in entries]
+    staged: list[tuple[LifecycleEvent, Payload]] = []
+    for event in events:
+        body = event.take_staged_payload()
+        if body is not None:
+            tenant_id, workflow_id = event.payload_scope()
+            payload = Payload(
+                tenant_id=tenant_id, workflow_id=workflow_id, body=body, digest=payload_digest(body)
+            )
+            staged.append((event, payload))
+    _insert(Payload, [payload for _, payload in staged])  # first: the events reference them
+    for event, payload in staged:
+        event.payload, event.payload_digest = payload, payload.digest
+    _insert(LifecycleEvent, events)
+    for event, entry in zip(events, entries, strict=True):
+        summary = cast(Summary, event.summary)
+        record(
+            cast(Tenant, wf.tenant),
+            actor,
+            f"summary.{event.action}",
+            summary,
+            {
+                "workflow": wf.external_id,
+                "version": summary.version,
+                "result": event.result,
+                "from": event.from_status,
+                "to": event.to_status,
+                "reason": entry.reason,
+                "expected_revision": event.expected_revision,
+                "observed_revision": event.observed_revision,
+                "lifecycle_event": event.pk,
+                **entry.data,
+            },
+        )
+    return events
+
+
+def _log(
+    wf: Workflow, summary: Summary, action: str, result: str, actor: Actor, **fields: Any
+) -> LifecycleEvent:
+    """Append one LifecycleEvent and its AuditEntry (``_entry`` names the fields)."""
+    return _append(wf, actor, _entry(wf, summary, action, result, actor, **fields))[0]
 
 
 def _refuse(
@@ -314,7 +552,7 @@ def _check_from(
 
 
 def _set_status(summary: Summary, status: str, now) -> None:
-    Summary.objects.filter(pk=summary.pk).update(status=status, status_changed_at=now)
+    _execute(_sql().status, [status, connection.ops.adapt_datetimefield_value(now), summary.pk])
     summary.status, summary.status_changed_at = status, now
 
 
@@ -337,27 +575,28 @@ def _apply(
     )
 
 
-def _move_pointer(wf: Workflow, target: Summary | None, observed: int, now, *, compaction: bool) -> bool:
+def _move_pointer(
+    wf: Workflow, target: Summary | None, observed: int, now, covered_tokens: int, *, compaction: bool
+) -> bool:
     """The compare-and-swap: move the pointer only if active_revision is still ``observed``.
 
     Running totals follow the pointer: summary tokens, and the tail after the new watermark
-    (computed from head/total in SQL, so they stay right even against a concurrent append).
+    (``covered_tokens`` = tokens through it; computed from head/total in SQL, so they stay right
+    even against a concurrent append).
     """
-    watermark = target.covers_to_seq if target else 0
-    covered_tokens = tokens_through(wf, watermark)
-    fields: dict[str, Any] = {
-        "active_summary": target,
-        "active_revision": F("active_revision") + 1,
-        "summary_tokens": target.token_count if target else 0,
-        "tail_events": F("head_seq") - watermark,
-        "tail_tokens": F("total_tokens") - covered_tokens,
-        "activated_at": now if target else None,
-        "updated_at": now,
-    }
+    at = connection.ops.adapt_datetimefield_value(now)
+    params: list[Any] = [
+        target.pk if target else None,
+        target.token_count if target else 0,
+        target.covers_to_seq if target else 0,
+        covered_tokens,
+        at if target else None,
+        at,
+    ]
     if compaction:
         # Trigger hysteresis counts new tokens from here: total − tokens_at_last_compaction = tail.
-        fields.update(last_compacted_at=now, tokens_at_last_compaction=covered_tokens)
-    moved = Workflow.objects.filter(pk=wf.pk, active_revision=observed).update(**fields) == 1
+        params += [at, covered_tokens]
+    moved = _execute(_sql().move[compaction], [*params, wf.pk, observed]) == 1
     if moved:
         wf.active_revision = observed + 1
         wf.active_summary = target
@@ -382,7 +621,7 @@ def run_validator(summary: Summary, version: str | None = None):
     active = wf.active_summary if wf.active_summary_id and wf.active_summary_id != summary.pk else None
     if summary.content_schema == OPAQUE_SCHEMA:
         # Opaque (observed) content: only integrity and coverage can be checked; the rest is unverifiable.
-        checks, reasons = opaque_checks(
+        checks = opaque_checks(
             summary.content.encode("utf-8"),
             summary.content_hash,
             summary.covers_from_seq,
@@ -390,7 +629,7 @@ def run_validator(summary: Summary, version: str | None = None):
             active.covers_to_seq if active else None,
             wf.head_seq,
         )
-        return ValidationOutcome(OPAQUE_VALIDATOR_VERSION, checks, 0.0, not reasons, reasons)
+        return judged(OPAQUE_VALIDATOR_VERSION, checks, 0.0)
     quality = merged_quality(policy_for(wf).quality)
     version = version or quality["validator"]
     return validate_summary(
@@ -484,18 +723,27 @@ def approve_and_activate(
     summary: Summary, expected_revision: int, actor: Actor, reason: str | None
 ) -> ActivationResult:
     """Approve and, in the same transaction, activate at ``expected_revision`` (the revision the
-    reviewer saw). The approval stands even when the activation is stale or refused (both are
-    recorded); the result says which, and the page then offers Activate at the current revision."""
+    reviewer saw). The approval stands even when the activation is stale (returned: the page then
+    offers Activate at the current revision) or refused (raised, saying it is approved)."""
     reason = clean_reason(reason, required=True)
-    revision = _revision(expected_revision)
+    revision = clean_revision(expected_revision)
 
-    def body(wf: Workflow, s: Summary) -> ActivationResult:
+    def body(locked: _Locked) -> ActivationResult:
+        wf, s = locked.wf, locked.target
         _check_from(wf, s, A.APPROVE, actor, reason=reason)
         _apply(wf, s, A.APPROVE, actor, to_status=None, reason=reason)
         action = A.ROLLBACK if s.status == S.SUPERSEDED else A.ACTIVATE
-        return _swap_locked(wf, s, revision, actor, action=action, reason=reason)
+        # The approve just written is the newest applied event of s (the lock is held): approved.
+        return _swap_locked(replace(locked, approved=True), revision, actor, action=action, reason=reason)
 
-    return _run(summary, body)
+    result = _run_locked(summary, body)
+    if result.outcome == LifecycleResult.REFUSED:
+        result = replace(
+            result,
+            detail=f"{summary.label} is approved, but was not activated: {result.detail}",
+            extra={**(result.extra or {}), "approved": True},
+        )
+    return refused_raises(result)
 
 
 def waive(summary: Summary, checks: Iterable[str], actor: Actor, reason: str | None) -> Summary:
@@ -503,11 +751,7 @@ def waive(summary: Summary, checks: Iterable[str], actor: Actor, reason: str | N
     with ``waived_checks``; it becomes VALIDATED when nothing un-waived still fails."""
 
     reason = clean_reason(reason, required=True)
-    if isinstance(checks, str) or not isinstance(checks, Iterable):
-        raise InvalidInput("'checks' must be a list of check names", code="invalid_waiver")
-    names = list(checks)
-    if not names or not all(isinstance(n, str) and n for n in names):
-        raise InvalidInput("'checks' must name at least one failed check", code="invalid_waiver")
+    names = clean_checks(checks)
 
     def body(wf: Workflow, s: Summary) -> Summary:
         _check_from(wf, s, A.WAIVE, actor, reason=reason)
@@ -607,7 +851,10 @@ def quarantine(summary: Summary, actor: Actor, reason: str) -> Summary:
             return s
         observed = wf.active_revision
         target = _fallback(wf, s)
-        if not _move_pointer(wf, target, observed, now, compaction=False):  # cannot happen under the lock
+        covered = tokens_through(wf, target.covers_to_seq if target else 0)
+        if not _move_pointer(
+            wf, target, observed, now, covered, compaction=False
+        ):  # cannot happen under the lock
             raise RuntimeError("active pointer moved while the workflow was locked")
         marker = None if target else observed  # the pointer-move event carries the revision
         _apply(  # first: at most one ACTIVE row at any instant
@@ -644,17 +891,10 @@ def quarantine(summary: Summary, actor: Actor, reason: str) -> Summary:
 
 
 def _stale(
-    wf: Workflow,
-    s: Summary,
-    action: str,
-    actor: Actor,
-    expected: int,
-    observed: int,
-    *,
-    reason: str,
-    detail: str,
+    locked: _Locked, action: str, actor: Actor, expected: int, observed: int, *, reason: str, detail: str
 ) -> ActivationResult:
     """A lost compare-and-swap: nothing changes but the appended LifecycleEvent(result=stale)."""
+    wf, s = locked.wf, locked.target
     event = _log(
         wf,
         s,
@@ -680,54 +920,159 @@ def _stale(
     )
 
 
+def _swap_refusal(locked: _Locked, action: str, actor: Actor) -> tuple[str, str, dict[str, Any]] | None:
+    """(code, detail, extra) when the state machine or a rule that protects readers refuses the
+    activation of ``locked.target``; None when it may go ahead."""
+    wf, s, prior = locked.wf, locked.target, locked.prior
+    if s.status not in ALLOWED_FROM[action]:
+        allowed = ", ".join(sorted(ALLOWED_FROM[action]))
+        return (
+            "illegal_transition",
+            f"cannot {action} S{s.version}: it is {s.status} (allowed from {allowed})",
+            {},
+        )
+    if action == A.ROLLBACK and actor.kind not in HUMAN_ACTOR_KINDS:
+        return "rollback_requires_reviewer", "a rollback is an explicit human action (user or API key)", {}
+    if s.purged_by_id is not None:
+        return "summary_purged", f"S{s.version} covers purged events and can never be served", {}
+    # A purge bumps the workflow's purge_epoch in its own transaction: only a summary read at an
+    # older epoch can have one since (the common case costs no query).
+    late = (
+        Purge.first_covering(wf, s.source_purge_epoch, s.covers_to_seq)
+        if s.source_purge_epoch is not None and s.source_purge_epoch < wf.purge_epoch
+        else None
+    )
+    if late is not None:
+        return (
+            "purged_since_read",
+            f"S{s.version} was computed before purge {late.purge_id} removed events it covers",
+            {},
+        )
+    if action != A.ROLLBACK and prior is not None and s.covers_to_seq < prior.covers_to_seq:
+        detail = (
+            f"S{s.version} covers up to seq {s.covers_to_seq}, below the active S{prior.version}'s watermark "
+            f"{prior.covers_to_seq}; only a reviewer's rollback may move the watermark back"
+        )
+        return "watermark_regression", detail, {"active_watermark": prior.covers_to_seq}
+    # The same approval rule for activate and rollback (and the quarantine fallback): under
+    # require_approval nothing unapproved becomes ACTIVE, whatever path it takes.
+    if locked.needs_approval and not locked.approved:
+        return (
+            "approval_required",
+            f"the workflow policy requires a reviewer to approve S{s.version} first",
+            {},
+        )
+    return None
+
+
+def _swap_refused(
+    locked: _Locked,
+    action: str,
+    actor: Actor,
+    expected: int,
+    reason: str,
+    refusal: tuple[str, str, dict[str, Any]],
+) -> ActivationResult:
+    """A refused activation: nothing changes but the appended LifecycleEvent(result=refused)."""
+    wf, s = locked.wf, locked.target
+    code, detail, extra = refusal
+    observed = wf.active_revision
+    event = _log(
+        wf,
+        s,
+        action,
+        LifecycleResult.REFUSED,
+        actor,
+        from_status=s.status,
+        to_status=s.status,
+        reason=reason or detail,
+        expected=expected,
+        observed=observed,
+        source_revision=wf.head_seq,
+        data={"code": code},
+    )
+    return ActivationResult(
+        applied=False,
+        active_revision=observed,
+        summary=s,
+        outcome=LifecycleResult.REFUSED,
+        code=code,
+        detail=detail,
+        event=event,
+        extra={"current_status": s.status, "current_revision": observed, **extra},
+    )
+
+
+def _swap_record(
+    locked: _Locked,
+    action: str,
+    actor: Actor,
+    observed: int,
+    reason: str,
+    *,
+    prior: Summary | None,
+    was: tuple[str, str],
+) -> LifecycleEvent:
+    """The applied swap's history: the supersede of ``prior`` (when there was one), then the
+    activation, each a LifecycleEvent with its AuditEntry; ``was`` = (prior's, target's) status
+    before. Returns the activation's event."""
+    wf, s = locked.wf, locked.target
+    entries = []
+    if prior is not None:
+        entries.append(
+            _entry(
+                wf,
+                prior,
+                A.SUPERSEDE,
+                LifecycleResult.APPLIED,
+                actor,
+                from_status=was[0],
+                to_status=prior.status,
+                reason=f"superseded by S{s.version}",
+                prior=prior,
+                data={"by": s.summary_id},
+            )
+        )
+    entries.append(
+        _entry(
+            wf,
+            s,
+            action,
+            LifecycleResult.APPLIED,
+            actor,
+            from_status=was[1],
+            to_status=s.status,
+            reason=reason,
+            expected=observed,
+            observed=observed,
+            prior=prior,
+            source_revision=wf.head_seq,
+            data={"active_revision": wf.active_revision, "superseded": prior.summary_id if prior else None},
+        )
+    )
+    return _append(wf, actor, *entries)[-1]
+
+
 def _swap(
     summary: Summary, expected_revision: int, actor: Actor, *, action: str, reason: str
 ) -> ActivationResult:
     """Shared CAS path of activate and rollback."""
-    return _run(
-        summary, lambda wf, s: _swap_locked(wf, s, expected_revision, actor, action=action, reason=reason)
+    return _run_locked(
+        summary, lambda locked: _swap_locked(locked, expected_revision, actor, action=action, reason=reason)
     )
 
 
 def _swap_locked(
-    wf: Workflow, s: Summary, expected_revision: int, actor: Actor, *, action: str, reason: str
+    locked: _Locked, expected_revision: int, actor: Actor, *, action: str, reason: str
 ) -> ActivationResult:
-    """The compare-and-swap under the workflow lock (activate, rollback, approve-and-activate)."""
-    is_rollback = action == A.ROLLBACK
+    """The compare-and-swap under the workflow lock (activate, rollback, approve-and-activate),
+    read top-down: the CAS key, the rules, the pointer, the statuses, the record."""
+    wf, s, prior = locked.wf, locked.target, locked.prior
     observed = wf.active_revision
-    prior = wf.active_summary if wf.active_summary_id else None
-
-    def refused(code: str, detail: str, **extra: Any) -> ActivationResult:
-        event = _log(
-            wf,
-            s,
-            action,
-            LifecycleResult.REFUSED,
-            actor,
-            from_status=s.status,
-            to_status=s.status,
-            reason=reason or detail,
-            expected=expected_revision,
-            observed=observed,
-            source_revision=wf.head_seq,
-            data={"code": code},
-        )
-        return ActivationResult(
-            applied=False,
-            active_revision=observed,
-            summary=s,
-            outcome=LifecycleResult.REFUSED,
-            code=code,
-            detail=detail,
-            event=event,
-            extra={"current_status": s.status, "current_revision": observed, **extra},
-        )
-
     # 1. The CAS key decides first: a late worker is stale whatever it tried to activate.
     if expected_revision != observed:
         return _stale(
-            wf,
-            s,
+            locked,
             action,
             actor,
             expected_revision,
@@ -737,43 +1082,18 @@ def _swap_locked(
             "landed first; nothing was changed",
         )
     # 2. The state machine and the rules that protect readers.
-    if s.status not in ALLOWED_FROM[action]:
-        allowed = ", ".join(sorted(ALLOWED_FROM[action]))
-        return refused(
-            "illegal_transition",
-            f"cannot {action} S{s.version}: it is {s.status} (allowed from {allowed})",
-        )
-    if is_rollback and actor.kind not in HUMAN_ACTOR_KINDS:
-        return refused(
-            "rollback_requires_reviewer", "a rollback is an explicit human action (user or API key)"
-        )
-    if s.purged_by_id is not None:
-        return refused("summary_purged", f"S{s.version} covers purged events and can never be served")
-    if (late := Purge.first_covering(wf, s.source_purge_epoch, s.covers_to_seq)) is not None:
-        return refused(
-            "purged_since_read",
-            f"S{s.version} was computed before purge {late.purge_id} removed events it covers",
-        )
-    if not is_rollback and prior is not None and s.covers_to_seq < prior.covers_to_seq:
-        return refused(
-            "watermark_regression",
-            f"S{s.version} covers up to seq {s.covers_to_seq}, below the active S{prior.version}'s watermark "
-            f"{prior.covers_to_seq}; only a reviewer's rollback may move the watermark back",
-            active_watermark=prior.covers_to_seq,
-        )
-    # The same approval rule for activate and rollback (and the quarantine fallback): under
-    # require_approval nothing unapproved becomes ACTIVE, whatever path it takes.
-    if approval_required(wf) and not is_approved(s):
-        return refused(
-            "approval_required", f"the workflow policy requires a reviewer to approve S{s.version} first"
-        )
-    # 3. The compare-and-swap itself, then the status changes, in this one transaction.
+    refusal = _swap_refusal(locked, action, actor)
+    if refusal is not None:
+        return _swap_refused(locked, action, actor, expected_revision, reason, refusal)
+    # 3. The pointer (the compare-and-swap itself), then the statuses, in this one transaction.
+    was = (prior.status if prior else "", s.status)
     now = timezone.now()
-    if not _move_pointer(wf, s, expected_revision, now, compaction=not is_rollback):
+    if not _move_pointer(
+        wf, s, expected_revision, now, locked.covered_tokens, compaction=action != A.ROLLBACK
+    ):
         current = _current_revision(wf)  # defensive: the lock makes this unreachable
         return _stale(
-            wf,
-            s,
+            locked,
             action,
             actor,
             expected_revision,
@@ -782,60 +1102,53 @@ def _swap_locked(
             detail="the active revision moved",
         )
     if prior is not None:
-        _apply(  # first: at most one ACTIVE row at any instant
-            wf,
-            prior,
-            A.SUPERSEDE,
-            actor,
-            to_status=S.SUPERSEDED,
-            now=now,
-            reason=f"superseded by S{s.version}",
-            prior=prior,
-            data={"by": s.summary_id},
-        )
-    event = _apply(
-        wf,
-        s,
-        action,
-        actor,
-        to_status=S.ACTIVE,
-        now=now,
-        reason=reason,
-        expected=expected_revision,
-        observed=observed,
-        prior=prior,
-        source_revision=wf.head_seq,
-        data={"active_revision": wf.active_revision, "superseded": prior.summary_id if prior else None},
-    )
+        _set_status(prior, S.SUPERSEDED, now)  # first: at most one ACTIVE row at any instant
+    _set_status(s, S.ACTIVE, now)
+    # 4. The record: LifecycleEvents and AuditEntries of the supersede and the activation.
+    event = _swap_record(locked, action, actor, observed, reason, prior=prior, was=was)
     return ActivationResult(
         applied=True, active_revision=wf.active_revision, summary=s, superseded=prior, event=event
     )
 
 
+def refused_raises(result: ActivationResult) -> ActivationResult:
+    """Refusals raise, like every action's (the refused LifecycleEvent is already committed); a
+    lost compare-and-swap (stale) is an outcome and is returned."""
+    error = result.error()
+    if result.outcome == LifecycleResult.REFUSED and error is not None:
+        raise error
+    return result
+
+
 def activate(summary: Summary, expected_revision: int, actor: Actor, *, reason: str = "") -> ActivationResult:
     """Make a VALIDATED summary ACTIVE by compare-and-swap on ``workflow.active_revision``.
 
-    Never raises for stale or refused attempts (workers handle those as outcomes); the API turns
-    ``result.error()`` into the 409. The previous active version becomes SUPERSEDED.
+    A stale attempt is returned (workers handle it as an outcome; the API answers
+    ``result.error()``, a 409); a refused one raises Conflict. Both are recorded. The previous
+    active version becomes SUPERSEDED.
     """
-    return _swap(
-        summary,
-        _revision(expected_revision),
-        actor,
-        action=A.ACTIVATE,
-        reason=clean_reason(reason, required=False),
+    return refused_raises(
+        _swap(
+            summary,
+            clean_revision(expected_revision),
+            actor,
+            action=A.ACTIVATE,
+            reason=clean_reason(reason, required=False),
+        )
     )
 
 
 def rollback(summary: Summary, expected_revision: int, actor: Actor, reason: str | None) -> ActivationResult:
     """A reviewer re-activates an older SUPERSEDED (or VALIDATED) version by compare-and-swap;
-    its watermark may be below the current one's. Returns like ``activate``."""
-    return _swap(
-        summary,
-        _revision(expected_revision),
-        actor,
-        action=A.ROLLBACK,
-        reason=clean_reason(reason, required=True),
+    its watermark may be below the current one's. Returns and raises like ``activate``."""
+    return refused_raises(
+        _swap(
+            summary,
+            clean_revision(expected_revision),
+            actor,
+            action=A.ROLLBACK,
+            reason=clean_reason(reason, required=True),
+        )
     )
 
 
@@ -848,10 +1161,9 @@ def pointer_moves(workflow: Workflow):
 
 # -- who may press which button: one rule, one place ------------------------------------------------
 #
-# The API permission check, the summary page's buttons, the review inbox and the template tags
-# all ask ``allowed_actions`` (buttons) or ``check_role`` (the role half, which the API enforces
-# before the service runs; the state half is enforced by the actions above and recorded as
-# refusals).
+# ``allowed_actions`` is the rule: the summary page's buttons and the template tag show exactly
+# its answer, and the API and the review form accept exactly its answer (``check_allowed``). The
+# service functions above keep the state machine for every caller (workers and purges too).
 
 ACTION_ROLES: dict[str, str] = {
     A.VALIDATE: Role.REVIEWER,
@@ -863,6 +1175,19 @@ ACTION_ROLES: dict[str, str] = {
     A.ROLLBACK: Role.REVIEWER,
     A.RELEASE: Role.ADMIN,
     "comment": Role.REVIEWER,
+}
+# Display order of the buttons, and the statuses a person may start each action from: the state
+# machine's, except that a REJECTED version already serves nobody, so it is not quarantined by
+# hand (purges still quarantine those through the service).
+OFFERED_FROM: dict[str, frozenset[str]] = {
+    A.VALIDATE: ALLOWED_FROM[A.VALIDATE],
+    A.APPROVE: ALLOWED_FROM[A.APPROVE],
+    A.ACTIVATE: ALLOWED_FROM[A.ACTIVATE],
+    A.ROLLBACK: ALLOWED_FROM[A.ROLLBACK],
+    A.WAIVE: ALLOWED_FROM[A.WAIVE],
+    A.REJECT: ALLOWED_FROM[A.REJECT],
+    A.QUARANTINE: ALLOWED_FROM[A.QUARANTINE] - {S.REJECTED},
+    A.RELEASE: ALLOWED_FROM[A.RELEASE],
 }
 
 
@@ -876,27 +1201,25 @@ class ActionPolicy:
     active_watermark: int | None = None
     active_revision: int = 0
     failed_checks: tuple[str, ...] = ()
+    purged_since: bool = False  # a purge since its source was read removed events it covers
 
     def awaiting_approval(self, summary: Summary) -> bool:
         return summary.status == S.VALIDATED and self.approval_required and not self.approved
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Why a person may not take an action now: the 409's code, detail and extra fields."""
+
+    code: str
+    detail: str
+    extra: dict[str, Any]
+
+
 def failed_checks(record: ValidationRecord | None) -> list[str]:
     """Names of the checks that failed and are not waived in ``record`` (the latest one counts:
-    a re-validation starts again without waivers). The one definition of "failed" for pages,
-    the inbox and waivers."""
-    if record is None or not isinstance(record.checks, list):
-        return []
-    waived = set(record.waived_checks or [])
-    return [
-        c["name"]
-        for c in record.checks
-        if isinstance(c, dict)
-        and c.get("name")
-        and not c.get("passed", True)
-        and not c.get("waived")
-        and c["name"] not in waived
-    ]
+    a re-validation starts again without waivers); ``memoryhub.core.checks.check_state`` decides."""
+    return [] if record is None else record.failed_checks
 
 
 def latest_validation(summary: Summary) -> ValidationRecord | None:
@@ -921,6 +1244,11 @@ def action_policy(
             Summary.objects.filter(pk=wf.active_summary_id).values_list("covers_to_seq", flat=True).first()
         )
     record = latest_validation(summary) if latest is _UNSET else latest
+    # Only a version that may still be served can have been read before a purge that matters.
+    servable = summary.status in (S.VALIDATED, S.SUPERSEDED) and summary.purged_by_id is None
+    purged_since = (
+        servable and Purge.first_covering(wf, summary.source_purge_epoch, summary.covers_to_seq) is not None
+    )
     return ActionPolicy(
         approval_required=approval_required(wf),
         approved=is_approved(summary),
@@ -928,11 +1256,12 @@ def action_policy(
         active_watermark=active,
         active_revision=wf.active_revision,
         failed_checks=tuple(failed_checks(record)),
+        purged_since=purged_since,
     )
 
 
 def check_role(action: str, role: str | None) -> None:
-    """Raise Forbidden unless ``role`` may take ``action`` at all (the API's permission check)."""
+    """Raise Forbidden unless ``role`` may take ``action`` at all (the role half of the rule)."""
 
     needed = ACTION_ROLES[action]
     if not role_at_least(role, needed):
@@ -941,28 +1270,95 @@ def check_role(action: str, role: str | None) -> None:
         )
 
 
-def allowed_actions(summary: Summary, role: str | None, policy: ActionPolicy) -> list[str]:
-    """The actions ``role`` may usefully take on ``summary`` now, in display order.
+def refusal(summary: Summary, action: str, policy: ActionPolicy) -> Refusal | None:
+    """Why nobody may take ``action`` on ``summary`` now (the state half of the rule), or None.
 
-    The state machine (ALLOWED_FROM) and the activation rules (approval, watermark, purge)
-    decide; buttons that the service would certainly refuse are not offered.
+    The state machine (OFFERED_FROM) and the rules that protect readers (purges, approval, the
+    watermark, waivable checks) decide, with the codes the service functions use.
     """
-    status = summary.status
-    purged = summary.purged_by_id is not None
-    approved = policy.approved or not policy.approval_required
-    below_active = policy.active_watermark is not None and summary.covers_to_seq < policy.active_watermark
-    wanted = {
-        A.VALIDATE: status == S.CANDIDATE,
-        A.APPROVE: status in ALLOWED_FROM[A.APPROVE] and policy.approval_required and not policy.approved,
-        A.ACTIVATE: status == S.VALIDATED and approved and not below_active and not purged,
-        A.ROLLBACK: status == S.SUPERSEDED and approved and not purged,
-        A.WAIVE: status == S.REJECTED and bool(policy.failed_checks),
-        A.REJECT: status in ALLOWED_FROM[A.REJECT],
-        # A REJECTED version already serves nobody (purges still quarantine those through the service).
-        A.QUARANTINE: status in ALLOWED_FROM[A.QUARANTINE] and status != S.REJECTED,
-        A.RELEASE: status == S.QUARANTINED,
-    }
-    return [name for name, ok in wanted.items() if ok and role_at_least(role, ACTION_ROLES[name])]
+    label, status = summary.label, summary.status
+    if status not in OFFERED_FROM[action]:
+        allowed = ", ".join(sorted(OFFERED_FROM[action]))
+        return Refusal(
+            "illegal_transition", f"cannot {action} {label}: it is {status} (allowed from {allowed})", {}
+        )
+    serves = action in (A.APPROVE, A.ACTIVATE, A.ROLLBACK)  # would put it (back) in front of readers
+    if serves and summary.purged_by_id is not None:
+        return Refusal("summary_purged", f"{label} covers purged events and can never be served", {})
+    if serves and policy.purged_since:
+        return Refusal(
+            "purged_since_read", f"{label} was computed before a purge removed events it covers", {}
+        )
+    if action == A.APPROVE and not policy.approval_required:
+        return Refusal(
+            "approval_not_required", f"the workflow policy does not require approval: activate {label}", {}
+        )
+    if action == A.APPROVE and policy.approved:
+        return Refusal("already_approved", f"{label} is approved already", {})
+    if action in (A.ACTIVATE, A.ROLLBACK) and policy.approval_required and not policy.approved:
+        return Refusal(
+            "approval_required", f"the workflow policy requires a reviewer to approve {label} first", {}
+        )
+    watermark = policy.active_watermark
+    # Activate (and approve-and-activate of a VALIDATED version) never moves the watermark back.
+    below = watermark is not None and summary.covers_to_seq < watermark
+    if action in (A.APPROVE, A.ACTIVATE) and status == S.VALIDATED and below:
+        return Refusal(
+            "watermark_regression",
+            f"{label} covers up to seq {summary.covers_to_seq}, below the active version's watermark "
+            f"{watermark}; only a reviewer's rollback may move the watermark back",
+            {"active_watermark": watermark},
+        )
+    if action == A.WAIVE and not waivable(policy.failed_checks):
+        failed = ", ".join(policy.failed_checks) or "none"
+        return Refusal(
+            "nothing_to_waive", f"{label} has no failed check a waiver could accept (failed: {failed})", {}
+        )
+    return None
+
+
+def allowed_actions(summary: Summary, role: str | None, policy: ActionPolicy) -> list[str]:
+    """The actions ``role`` may take on ``summary`` now, in display order: the role may take the
+    action (ACTION_ROLES) and nothing refuses it (``refusal``)."""
+    return [
+        action
+        for action in OFFERED_FROM
+        if role_at_least(role, ACTION_ROLES[action]) and refusal(summary, action, policy) is None
+    ]
+
+
+def check_allowed(
+    summary: Summary,
+    action: str,
+    actor: Actor,
+    role: str | None,
+    *,
+    reason: str = "",
+    expected: int | None = None,
+) -> None:
+    """The API's and the review form's permission check: ``action`` must be in ``allowed_actions``.
+
+    The role half raises Forbidden (403, nothing written, like any endpoint's role check). The
+    state half is read under the workflow lock; a refusal is recorded (LifecycleEvent and
+    AuditEntry) and then raised as the Conflict (409), like the service's own. A stale
+    ``expected`` revision passes: the compare-and-swap answers it (stale decides first). The
+    service re-checks its own rules when it runs.
+    """
+    check_role(action, role)
+
+    def body(wf: Workflow, s: Summary) -> None:
+        if expected is not None and expected != wf.active_revision:
+            return
+        why = refusal(s, action, action_policy(s, wf))
+        if why is not None:
+            extra = (
+                dict(why.extra, current_revision=wf.active_revision) if expected is not None else why.extra
+            )
+            raise _refuse(
+                wf, s, action, actor, why.code, why.detail, reason=reason, expected=expected, **extra
+            )
+
+    _run(summary, body)
 
 
 def status_label(

@@ -34,12 +34,12 @@ from django.utils import timezone
 
 from memoryhub.core.actors import Actor
 from memoryhub.core.canonical import canonical_bytes, sha256_hex
+from memoryhub.core.checks import waivable
 from memoryhub.core.errors import Conflict, InvalidInput
 from memoryhub.core.opaque import opaque_content
 from memoryhub.memory import lifecycle
 from memoryhub.memory.summaries import COMPACTOR_FIELDS, create_summary, max_summary_bytes
-from memoryhub.memory.validation import NON_WAIVABLE
-from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, Workflow
+from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, ValidationRecord, Workflow
 
 COMPACTOR_EXTRA = frozenset({"settings", "provider"})
 TRIGGER_KINDS = frozenset({"auto", "manual", "threshold", "unknown"})
@@ -152,16 +152,16 @@ def _content(text: Any, opaque: Any) -> dict[str, Any]:
     extra = sorted(set(opaque) - {"digest", "size_bytes", "media_type"})
     if extra:
         raise _bad("opaque", f"unknown field(s) {extra}")
-    return opaque_content(opaque.get("digest"), opaque.get("size_bytes"), opaque.get("media_type") or "")  # type: ignore[arg-type]
+    return opaque_content(opaque.get("digest"), opaque.get("size_bytes"), opaque.get("media_type") or "")  # type: ignore[arg-type]  # raw input: check_opaque validates the stub
 
 
-def _accept_as_observed(summary: Summary, record: Any, actor: Actor) -> Summary:
+def _accept_as_observed(summary: Summary, record: ValidationRecord | None, actor: Actor) -> Summary:
     """The framework already replaced its history with this summary: MemoryHub cannot refuse
     what happened, only judge it. The failed checks stay on the record (they count as validation
     failures, the summary page and alerts show them); the observer waives them, saying so, so
     the active pointer shows what the model actually reads. A broken hash is never waived."""
     failed = lifecycle.failed_checks(record)
-    if not failed or set(failed) & NON_WAIVABLE:
+    if not waivable(failed):
         return summary
     return lifecycle.waive(
         summary,
@@ -289,10 +289,13 @@ def record_observed_compaction(
     outcome = "not_validated"
     if activate and summary.status == SummaryStatus.VALIDATED:
         revision = Workflow.objects.filter(pk=workflow.pk).values_list("active_revision", flat=True).get()
-        result = lifecycle.activate(summary, revision, actor, reason=f"observed compaction {observation_id}")
-        outcome = "activated" if result.applied else str(result.outcome)
-        if result.code and not result.applied and result.outcome != "stale":
-            outcome = f"refused:{result.code}"
+        try:
+            result = lifecycle.activate(
+                summary, revision, actor, reason=f"observed compaction {observation_id}"
+            )
+            outcome = "activated" if result.applied else str(result.outcome)
+        except Conflict as refused:  # recorded, like a stale attempt
+            outcome = f"refused:{refused.code}"
     elif summary.status == SummaryStatus.REJECTED:
         outcome = "rejected"
     elif not activate:

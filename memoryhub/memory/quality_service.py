@@ -28,6 +28,7 @@ from memoryhub.models import (
     TokenEstimate,
     Workflow,
 )
+from triggers.engine import PolicySpec
 from triggers.policy import policy_for
 
 ACTIVE_JOB_STATUSES = (JobStatus.PENDING, JobStatus.QUEUED, JobStatus.RUNNING)
@@ -141,7 +142,7 @@ def missed_compaction(workflow: Workflow) -> bool:
 
 
 def thresholds(
-    workflow: Workflow, spec: Any, summaries: Sequence[Mapping[str, Any]], cum: dict[int, int]
+    workflow: Workflow, spec: PolicySpec, summaries: Sequence[Mapping[str, Any]], cum: dict[int, int]
 ) -> dict:
     """The policy's trigger and safe budget next to the history sizes at which compactions really
     happened (the threshold in force — for frameworks that compact by themselves, theirs).

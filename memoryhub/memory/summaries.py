@@ -22,7 +22,7 @@ from memoryhub.core.actors import Actor
 from memoryhub.core.canonical import HASH_PREFIX, canonical_bytes, sha256_hex
 from memoryhub.core.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
 from memoryhub.core.facts import FACT_KINDS, FACT_STATES
-from memoryhub.core.opaque import OPAQUE_SCHEMA, is_opaque, opaque_problems, validation_result
+from memoryhub.core.opaque import ITEM_FIELDS, OPAQUE_SCHEMA, is_opaque, item_problems, opaque_problems
 from memoryhub.core.quality import TOKEN_CLASSES
 from memoryhub.core.tokens import count_tokens
 from memoryhub.memory.lifecycle import approval_required, is_approved
@@ -41,10 +41,8 @@ from memoryhub.models import (
 
 SUPPORTED_SCHEMAS = frozenset({SUMMARY_SCHEMA, OPAQUE_SCHEMA})
 # "salient": optional {class: [token]} of identifiers, paths, numbers… kept verbatim (extractive-v2).
-# A framework's encrypted compaction inside readable content: only its digest and size are known
-# (validation: content_readable fails as unverifiable). Wholly opaque content uses OPAQUE_SCHEMA.
-OPAQUE_FIELDS = ("opaque", "opaque_digest", "opaque_size")
-CONTENT_FIELDS = frozenset({"schema", "narrative", "facts", "open_items", "salient", *OPAQUE_FIELDS})
+# ITEM_FIELDS: a framework's encrypted item inside readable content (``memoryhub.core.opaque``).
+CONTENT_FIELDS = frozenset({"schema", "narrative", "facts", "open_items", "salient", *ITEM_FIELDS})
 FACT_FIELDS = frozenset({"key", "kind", "text", "state", "source_seqs"})
 COMPACTOR_FIELDS = {
     # API name -> Summary column
@@ -195,7 +193,8 @@ def check_content(content: Any, start: int, end: int) -> dict[str, Any]:
                 f"fact {key!r} cites seq(s) {outside} outside the coverage {start}..{end}",
                 "fact_outside_coverage",
             )
-    check_opaque(content)
+    for field, message in item_problems(content):
+        raise _bad(field, message, "invalid_content")
     items = content.get("open_items", [])
     if not isinstance(items, list):
         raise _bad("content.open_items", "must be a list", "invalid_content")
@@ -220,27 +219,6 @@ def check_content(content: Any, start: int, end: int) -> dict[str, Any]:
     except ValueError as exc:
         raise _bad("content", f"not representable as JSON: {exc}", "invalid_content") from exc
     return content
-
-
-def check_opaque(content: dict[str, Any]) -> None:
-    """``opaque: true`` needs ``opaque_digest`` ("sha256:<hex>") and ``opaque_size`` (bytes); without
-    the flag neither may appear."""
-    if not any(field in content for field in OPAQUE_FIELDS):
-        return
-    if content.get("opaque") is not True:
-        raise _bad(
-            "content.opaque", "must be true when opaque_digest/opaque_size are given", "invalid_content"
-        )
-    digest, size = content.get("opaque_digest"), content.get("opaque_size")
-    hex_part = (
-        digest[len(HASH_PREFIX) :] if isinstance(digest, str) and digest.startswith(HASH_PREFIX) else ""
-    )
-    if len(hex_part) != 64 or any(c not in "0123456789abcdef" for c in hex_part):
-        raise _bad(
-            "content.opaque_digest", f"must be '{HASH_PREFIX}' + 64 lowercase hex digits", "invalid_content"
-        )
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        raise _bad("content.opaque_size", "must be a non-negative integer (bytes)", "invalid_content")
 
 
 def check_compactor(compactor: Any) -> dict[str, Any]:
@@ -458,7 +436,7 @@ def validation_dict(record: ValidationRecord) -> dict[str, Any]:
         "validator_version": record.validator_version,
         "passed": record.passed,
         # passed | failed | unverifiable (opaque content: nothing failed, nothing could be read)
-        "result": validation_result(record.passed, record.checks),
+        "result": record.result,
         "mandatory_coverage": record.mandatory_coverage,
         "checks": record.checks,
         "reasons": record.reasons,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -29,7 +29,9 @@ from memoryhub.compaction.tokens import DEFAULT_ENCODING, count_json_tokens, cou
 from memoryhub.compaction.types import SUMMARY_SCHEMA, SourceEvent
 from memoryhub.core import quality as q
 from memoryhub.core.canonical import canonical_bytes, sha256_hex
+from memoryhub.core.checks import FAILED, NON_WAIVABLE, WAIVED, check_state
 from memoryhub.core.facts import is_mandatory
+from memoryhub.core.opaque import TEXT_CHECKS, unreadable
 from memoryhub.core.quality import RULES_5, RULES_6, QualitySettings, SourceIndex
 
 # ``validate_summary``'s default when no version is asked for (recorded outcomes reproduce);
@@ -57,11 +59,7 @@ CHECKS_BY_VERSION: dict[str, tuple[str, ...]] = {
     RULES_6: CHECK_NAMES + QUALITY_CHECK_NAMES,
 }
 # Content checks that read the text; none of them can run on an opaque (provider-encrypted) summary.
-CONTENT_CHECKS = frozenset(
-    {"mandatory_facts", "groundedness", "open_issues", "token_budget", "secret_scan", *QUALITY_CHECK_NAMES}
-)
-# A hash mismatch means the bytes are not what was produced: no reviewer can vouch for them.
-NON_WAIVABLE = frozenset({"integrity"})
+CONTENT_CHECKS = frozenset(TEXT_CHECKS) | frozenset(QUALITY_CHECK_NAMES)
 
 _OPEN = frozenset({"open", "pending"})
 _OPEN_ITEM_KINDS = frozenset({"issue", "approval"})
@@ -190,45 +188,61 @@ def validate_summary(
         checks[-3]["retention"] = numbers["retention"]
         checks[-1]["fabricated"] = numbers["fabricated"]
 
-    readable = _readable(content)
-    add("content_readable", readable, "content is readable text")
-    if readable:
+    unread = unreadable(content)
+    add("content_readable", [unread] if unread else [], "content is readable text")
+    if unread:
         # Opaque content: report only what could be checked, and say the rest is unverifiable.
         checks = [c for c in checks if c["name"] not in CONTENT_CHECKS]
         coverage = 0.0
+    return judged(version, checks, coverage, quality=report.to_dict() if report else None)
 
-    reasons = [f"{c['name']}: {c['detail']}" for c in checks if not c["passed"]]
+
+def judged(
+    version: str,
+    checks: list[dict[str, Any]],
+    mandatory_coverage: float,
+    *,
+    waived: Collection[str] = (),
+    quality: dict[str, Any] | None = None,
+) -> ValidationOutcome:
+    """The outcome of ``checks``: the reasons are exactly the FAILED checks; it passes without any."""
+    reasons = [f"{c['name']}: {c['detail']}" for c in checks if check_state(c, waived) == FAILED]
     return ValidationOutcome(
         validator_version=version,
         checks=checks,
-        mandatory_coverage=coverage,
+        mandatory_coverage=mandatory_coverage,
         passed=not reasons,
         reasons=reasons,
-        quality=report.to_dict() if report else None,
+        waived_checks=sorted(waived),
+        quality=quality,
     )
 
 
 def apply_waivers(outcome: ValidationOutcome, waived: Iterable[str]) -> ValidationOutcome:
     """``outcome`` with the named failed checks waived by a reviewer.
 
-    Waived checks keep ``passed: False`` and gain ``waived: True``; the outcome passes when every
-    check passed or was waived. Raises ``WaiverError`` for unknown names, ``integrity``, or a
-    check that did not fail.
+    Waived checks keep ``passed: False`` and gain ``waived: True``; the outcome passes when no
+    check is FAILED any more. Raises ``WaiverError`` for unknown names, ``integrity``, or a
+    check that is not FAILED.
     """
     names = list(dict.fromkeys(waived))
-    failed = {c["name"] for c in outcome.checks if not c["passed"]}
+    states = {c["name"]: check_state(c, outcome.waived_checks) for c in outcome.checks}
     known = CHECKS_BY_VERSION.get(outcome.validator_version, CHECK_NAMES)
     for name in names:
         if name not in known:
             raise WaiverError(f"unknown check {name!r}; checks are: {', '.join(known)}")
         if name in NON_WAIVABLE:
             raise WaiverError(f"check {name!r} cannot be waived")
-        if name not in failed:
+        if states.get(name) == WAIVED:
+            raise WaiverError(f"check {name!r} is already waived")
+        if states.get(name) != FAILED:
             raise WaiverError(f"check {name!r} did not fail; nothing to waive")
-    all_waived = sorted(set(outcome.waived_checks) | set(names))
+    all_waived = set(outcome.waived_checks) | set(names)
     checks = [dict(c, waived=True) if c["name"] in all_waived else dict(c) for c in outcome.checks]
-    reasons = [f"{c['name']}: {c['detail']}" for c in checks if not c["passed"] and not c.get("waived")]
-    return replace(outcome, checks=checks, passed=not reasons, reasons=reasons, waived_checks=all_waived)
+    return replace(
+        judged(outcome.validator_version, checks, outcome.mandatory_coverage, waived=all_waived),
+        quality=outcome.quality,
+    )
 
 
 # -- parsing -------------------------------------------------------------------------------
@@ -494,18 +508,6 @@ def _open_issues(
     if settled:
         problems.append(f"open_items already settled in the sources: {_listed(settled)}")
     return problems
-
-
-def _readable(content: Any) -> list[str]:
-    """An ``opaque`` summary (a framework's encrypted compaction) carries only a digest and a size:
-    nothing in it can be checked against the covered events, so it is unverifiable, never passed."""
-    if not isinstance(content, dict) or content.get("opaque") is not True:
-        return []
-    return [
-        f"unverifiable content: the compaction returned only an encrypted item "
-        f"({content.get('opaque_digest')}, {content.get('opaque_size')} bytes); its text cannot be "
-        "checked against the covered events"
-    ]
 
 
 def _budget(content: Any, content_bytes: bytes, budget: int | None, encoding: str) -> tuple[list[str], str]:

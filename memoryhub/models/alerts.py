@@ -102,6 +102,25 @@ class AlertRule(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def definition(self) -> dict:
+        """What the rule measures and when it fires (RULE_DEFINITION_FIELDS), as stored."""
+        return {name: getattr(self, name) for name in RULE_DEFINITION_FIELDS}
+
+
+# A rule's definition: the fields the API, the rule form, the audit record and the webhook payload
+# show (and clean_rule validates), besides its channels and its enabled/muted switches.
+RULE_DEFINITION_FIELDS = (
+    "name",
+    "metric",
+    "aggregation",
+    "comparator",
+    "warning_threshold",
+    "critical_threshold",
+    "window_minutes",
+    "interval_seconds",
+    "workflow_filter",
+)
+
 
 class AlertEvaluation(models.Model):
     """One evaluation of a rule: the value against the thresholds (history chart)."""

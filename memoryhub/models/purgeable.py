@@ -43,7 +43,7 @@ class WithPayloadQuerySet(models.QuerySet):
         return super().bulk_create(objs, *args, **kwargs)
 
 
-class WithPayloadManager(models.Manager.from_queryset(WithPayloadQuerySet)):  # type: ignore[misc]
+class WithPayloadManager(models.Manager.from_queryset(WithPayloadQuerySet)):  # type: ignore[misc]  # a dynamic base class
     """Rows come with their payload (and its purge): reading their text costs no extra query."""
 
     def get_queryset(self) -> models.QuerySet:
@@ -69,14 +69,19 @@ class PurgeablePayloadMixin(models.Model):
 
     def store_staged_payload(self) -> None:
         """Write the staged text as this (new) row's payload, before the row itself."""
-        staged = self.__dict__.pop("_payload_staged", None)
-        if staged is not None and self._state.adding and self.payload_id is None:
+        staged = self.take_staged_payload()
+        if staged is not None:
             # audit.payloads imports audit.models, which imports these models: import at first save.
             from audit.payloads import store_payload
 
             tenant_id, workflow_id = self.payload_scope()
             payload = store_payload(tenant_id, workflow_id, staged)
             self.payload, self.payload_digest = payload, payload.digest
+
+    def take_staged_payload(self) -> dict[str, Any] | None:
+        """The staged text a new row still has to write as its payload (taken: written once)."""
+        staged = self.__dict__.pop("_payload_staged", None)
+        return staged if staged is not None and self._state.adding and self.payload_id is None else None
 
     # -- subclasses say where the payload belongs
     def payload_scope(self) -> tuple[int, int | None]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from memoryhub.core.opaque import validation_result
+from memoryhub.core.checks import check_state, failed_names, validation_result
 
 from .purgeable import PurgeablePayloadMixin, split_check
 from .tenancy import Tenant
@@ -142,8 +142,20 @@ class ValidationRecord(PurgeablePayloadMixin, models.Model):
     @property
     def result(self) -> str:
         """passed | failed | unverifiable (opaque content: no check failed, the text could not be read)."""
+        return validation_result(self.passed, list(self.check_shapes or []))
 
-        return validation_result(self.passed, self.checks or [])
+    @property
+    def failed_checks(self) -> list[str]:
+        """Checks that failed and are not waived (``memoryhub.core.checks.check_state``)."""
+        return failed_names(self.check_shapes or [], self.waived_checks or [])
+
+    def checks_with_state(self) -> list[dict]:
+        """``checks``, each with its ``state``: passed | failed | waived | unverifiable."""
+        return [
+            dict(c, state=check_state(c, self.waived_checks or []))
+            for c in self.checks
+            if isinstance(c, dict)
+        ]
 
     def payload_scope(self) -> tuple[int, int | None]:
         summary = self.summary

@@ -118,6 +118,34 @@ def masked_identifier(value: str | None) -> str | None:
     return "purged:" + hashlib.sha256(value.encode("utf-8")).hexdigest()[:16]
 
 
+# The columns append_events writes, in its COPY / INSERT order (the bench datasets load the same).
+EVENT_STORED_COLUMNS = (
+    "workflow_id",
+    "seq",
+    "client_event_id",
+    "kind",
+    "agent",
+    "role",
+    "content",
+    "content_hash",
+    "token_count",
+    "cum_tokens",
+    "tool_call_id",
+    "facts",
+    "refs",
+    "side_effect",
+    "created_at",
+)
+# An event as the events API and the context read serve it: the stored columns a client sent or
+# can check, then the purge marks.
+EVENT_API_FIELDS = (
+    "seq",
+    *(c for c in EVENT_STORED_COLUMNS if c not in ("workflow_id", "seq", "cum_tokens")),
+    "purged_at",
+    "purge_id",
+)
+
+
 class Event(models.Model):
     """One committed source event. Append-only: database triggers refuse UPDATE and DELETE except
     the purge tombstone (content emptied, purged_at/purge set; seq, hashes and token counts kept)."""

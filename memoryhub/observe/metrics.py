@@ -13,14 +13,19 @@ Kinds (they decide what a window means and how a metric aggregates):
 * ``gauge`` — the current state from running totals (the window is ignored); history comes only
   from the MetricSample rollups written by ``rollup_all`` (beat, every 5 minutes).
 
+Every metric is computed by one ``MetricFunction``. Counters of rows and ratios of rows are
+declared as ``Rows`` and ``Share`` values, so the overview (memoryhub.observe.reports) counts the
+same rows per bucket, per workflow and as workflow filters without restating a query.
+
 ``series()`` reads the rollups for past buckets and computes the current bucket live.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import connection
@@ -32,6 +37,7 @@ from django.db.models import (
     FloatField,
     Max,
     Min,
+    Model,
     OuterRef,
     Q,
     QuerySet,
@@ -216,7 +222,17 @@ def metric_def(name: str) -> MetricDef:
     return METRICS[name]
 
 
-# --- helpers -------------------------------------------------------------------------------
+# --- how a metric is computed -----------------------------------------------------------------
+
+
+class MetricFunction(Protocol):
+    """What the registry calls for a metric: the tenant's value over ``[since, until)`` (gauges:
+    now), narrowed to workflows whose external_id starts with ``prefix`` (``""``: all). ``None``
+    means "no data" (a ratio or mean over no rows, a gauge with no workflow), never zero."""
+
+    def __call__(
+        self, tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+    ) -> float | None: ...
 
 
 def _window(qs: QuerySet, field: str, since: datetime | None, until: datetime | None) -> QuerySet:
@@ -234,7 +250,7 @@ def _prefix(qs: QuerySet, prefix: str, path: str = "workflow") -> QuerySet:
     return qs.filter(**{lookup: prefix})
 
 
-def _has_flag(flag: str, path: str = "") -> Q:
+def has_flag(flag: str, path: str = "") -> Q:
     """JSON-list membership: jsonb containment on PostgreSQL, a quoted-substring match on SQLite."""
     field = f"{path}flags"
     if connection.vendor == "postgresql":
@@ -242,9 +258,10 @@ def _has_flag(flag: str, path: str = "") -> Q:
     return Q(**{f"{field}__icontains": f'"{flag}"'})
 
 
-def _flagged(qs: QuerySet) -> QuerySet:
-    # Matches the partial index memoryhub_trace_flagged (tenant, at) WHERE flags <> '[]'.
-    return qs.exclude(flags=[])
+def _flagged(flag: str) -> Callable[[], Q]:
+    # Non-empty flags first: that matches the partial index memoryhub_trace_flagged (tenant, at)
+    # WHERE flags <> '[]'. A callable: the lookup depends on the database vendor.
+    return lambda: ~Q(flags=[]) & has_flag(flag)
 
 
 def incomplete_trace_q(path: str = "") -> Q:
@@ -252,23 +269,79 @@ def incomplete_trace_q(path: str = "") -> Q:
     reference although there was history to read."""
     p = path
     return (
-        _has_flag(TraceFlag.MISSING_PROVENANCE, p)
+        has_flag(TraceFlag.MISSING_PROVENANCE, p)
         | Q(**{f"{p}manifest_hash": "", f"{p}context_id": ""})
         | Q(**{f"{p}summary__isnull": True, f"{p}tail_to_seq": 0, f"{p}head_seq_at_read__gt": 0})
     )
 
 
-def _ratio(part: int | None, whole: int | None) -> float | None:
+def ratio(part: float | None, whole: float | None) -> float | None:
+    """``part / whole``, or None when there is nothing to divide by."""
     if not whole:
         return None
     return float(part or 0) / float(whole)
 
 
-def _float(value) -> float | None:
+def _float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-Window = tuple[Tenant, datetime | None, datetime | None, str]
+def _everything() -> Q:
+    return Q()
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A counter of rows: the tenant's ``model`` rows matching ``condition``, placed in time by
+    ``time_field``. Reports count the same rows per bucket, per workflow or as a workflow filter
+    through this one definition."""
+
+    model: type[Model]
+    time_field: str
+    condition: Callable[[], Q] = _everything
+    tenant_path: str = "tenant"
+    workflow_path: str = "workflow"
+
+    def where(self, condition: Callable[[], Q]) -> Rows:
+        """These rows narrowed by ``condition`` as well."""
+        outer = self.condition
+        return replace(self, condition=lambda: outer() & condition())
+
+    def of_tenant(self, tenant: Tenant) -> QuerySet:
+        return self.model._default_manager.filter(**{self.tenant_path: tenant}).filter(self.condition())
+
+    def of_workflow(
+        self, workflow: Workflow | OuterRef, since: datetime | None = None, until: datetime | None = None
+    ) -> QuerySet:
+        qs = self.model._default_manager.filter(**{self.workflow_path: workflow}).filter(self.condition())
+        return _window(qs, self.time_field, since, until)
+
+    def between(
+        self, tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str = ""
+    ) -> QuerySet:
+        qs = _window(self.of_tenant(tenant), self.time_field, since, until)
+        return _prefix(qs, prefix, self.workflow_path)
+
+    def __call__(self, tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str) -> float:
+        return float(self.between(tenant, since, until, prefix).count())
+
+
+@dataclass(frozen=True)
+class Share:
+    """A ratio of rows: the share of ``rows`` that also match ``part`` (None over no rows)."""
+
+    rows: Rows
+    part: Callable[[], Q]
+
+    def tallies(self) -> dict[str, Count]:
+        """Aggregates ``total`` and ``part``: per window here, per bucket in the reports."""
+        return {"total": Count("pk"), "part": Count("pk", filter=self.part())}
+
+    def __call__(
+        self, tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+    ) -> float | None:
+        agg = self.rows.between(tenant, since, until, prefix).aggregate(**self.tallies())
+        return ratio(agg["part"], agg["total"])
 
 
 # --- gauges (running totals; the window is ignored) -------------------------------------------
@@ -278,7 +351,9 @@ def _workflows(tenant: Tenant, prefix: str) -> QuerySet:
     return _prefix(Workflow.objects.filter(tenant=tenant), prefix, path="")
 
 
-def _active_summary_age_seconds(tenant, since, until, prefix) -> float | None:
+def _active_summary_age_seconds(
+    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+) -> float | None:
     # activated_at is set with the pointer (lifecycle._move_pointer), so no join to the summary.
     oldest = (
         _workflows(tenant, prefix).filter(active_summary__isnull=False).aggregate(v=Min("activated_at"))["v"]
@@ -288,17 +363,19 @@ def _active_summary_age_seconds(tenant, since, until, prefix) -> float | None:
     return max(0.0, ((until or timezone.now()) - oldest).total_seconds())
 
 
-def _active_summary_age_events(tenant, since, until, prefix) -> float | None:
+def _active_summary_age_events(
+    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+) -> float | None:
     # With an active summary, tail_events = head_seq − its watermark (maintained at activation/append).
     qs = _workflows(tenant, prefix).filter(active_summary__isnull=False)
     return _float(qs.aggregate(v=Max("tail_events"))["v"])
 
 
-def _tail_events(tenant, since, until, prefix) -> float | None:
+def _tail_events(tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str) -> float | None:
     return _float(_workflows(tenant, prefix).aggregate(v=Max("tail_events"))["v"])
 
 
-def _tail_tokens(tenant, since, until, prefix) -> float | None:
+def _tail_tokens(tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str) -> float | None:
     return _float(_workflows(tenant, prefix).aggregate(v=Max("tail_tokens"))["v"])
 
 
@@ -312,7 +389,9 @@ def _budget_expr(prefix: str = "") -> CombinedExpression:
     )
 
 
-def _tail_budget_fraction(tenant, since, until, prefix) -> float | None:
+def _tail_budget_fraction(
+    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+) -> float | None:
     default = (
         ContextPolicy.objects.filter(tenant=tenant, workflow__isnull=True)
         .annotate(b=_budget_expr())
@@ -327,55 +406,38 @@ def _tail_budget_fraction(tenant, since, until, prefix) -> float | None:
 
 # --- counters, ratios and means over the window ---------------------------------------------
 
-
-def _summaries(tenant, since, until, prefix) -> QuerySet:
-    return _prefix(_window(Summary.objects.filter(tenant=tenant), "created_at", since, until), prefix)
-
-
-def _summary_versions(tenant, since, until, prefix) -> float:
-    return float(_summaries(tenant, since, until, prefix).count())
-
-
-def _stale_activation_attempts(tenant, since, until, prefix) -> float:
-    qs = LifecycleEvent.objects.filter(
-        tenant=tenant,
+SUMMARY_VERSIONS = Rows(Summary, "created_at")
+STALE_ATTEMPTS = Rows(
+    LifecycleEvent,
+    "at",
+    lambda: Q(
         result__in=[LifecycleResult.STALE, LifecycleResult.REFUSED],
         action__in=[LifecycleAction.ACTIVATE, LifecycleAction.ROLLBACK],
-    )
-    return float(_prefix(_window(qs, "at", since, until), prefix).count())
+    ),
+)
+VALIDATIONS = Rows(
+    ValidationRecord, "created_at", tenant_path="summary__tenant", workflow_path="summary__workflow"
+)
+VALIDATION_FAILURE_RATE = Share(VALIDATIONS, lambda: Q(passed=False))
+VALIDATION_FAILURES = VALIDATIONS.where(VALIDATION_FAILURE_RATE.part)
+TRACES = Rows(ConsumerTrace, "at")
+UNEXPLAINED_GAPS = TRACES.where(_flagged(TraceFlag.TAIL_LOSS))
+UNVALIDATED_READS = TRACES.where(_flagged(TraceFlag.UNVALIDATED_SUMMARY))
+MISSED_COMPACTIONS = TRACES.where(_flagged(TraceFlag.MISSED_COMPACTION))
+FALLBACK_TRACES = TRACES.where(_flagged(TraceFlag.FALLBACK_RETRIEVAL))
+FINISHED_JOBS = Rows(CompactionJob, "finished_at", lambda: Q(finished_at__isnull=False))
+COMPACTIONS = FINISHED_JOBS.where(lambda: Q(status=JobStatus.SUCCEEDED))
+ACCEPTANCE = Share(
+    FINISHED_JOBS.where(lambda: Q(status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED])),
+    lambda: Q(summary__status__in=ACCEPTED_STATUSES),
+)
+# action__in lets the (tenant, action, at) index serve every decision query.
+DECISIONS = Rows(TriggerDecision, "at", lambda: Q(action__in=["continue", "compact", "retrieve_or_block"]))
+OVERFLOW_INCIDENTS = DECISIONS.where(lambda: Q(hard_limit__gt=0, projected_tokens__gt=F("hard_limit")))
+FALLBACK_DECISIONS = DECISIONS.where(lambda: Q(action="retrieve_or_block"))
 
 
-def _validations(tenant, since, until, prefix) -> QuerySet:
-    qs = ValidationRecord.objects.filter(summary__tenant=tenant)
-    return _prefix(_window(qs, "created_at", since, until), prefix, "summary__workflow")
-
-
-def _validation_failures(tenant, since, until, prefix) -> float:
-    return float(_validations(tenant, since, until, prefix).filter(passed=False).count())
-
-
-def _validation_failure_rate(tenant, since, until, prefix) -> float | None:
-    agg = _validations(tenant, since, until, prefix).aggregate(
-        total=Count("id"), failed=Count("id", filter=Q(passed=False))
-    )
-    return _ratio(agg["failed"], agg["total"])
-
-
-def _traces(tenant, since, until, prefix) -> QuerySet:
-    return _prefix(_window(ConsumerTrace.objects.filter(tenant=tenant), "at", since, until), prefix)
-
-
-def _unexplained_source_gaps(tenant, since, until, prefix) -> float:
-    qs = _flagged(_traces(tenant, since, until, prefix)).filter(_has_flag(TraceFlag.TAIL_LOSS))
-    return float(qs.count())
-
-
-def _unvalidated_consumptions(tenant, since, until, prefix) -> float:
-    qs = _flagged(_traces(tenant, since, until, prefix)).filter(_has_flag(TraceFlag.UNVALIDATED_SUMMARY))
-    return float(qs.count())
-
-
-def _artifacts(tenant, since, until, prefix) -> QuerySet:
+def _artifacts(tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str) -> QuerySet:
     return _prefix(_window(Artifact.objects.filter(tenant=tenant), "at", since, until), prefix)
 
 
@@ -388,7 +450,9 @@ def _artifact_chain_annotations(qs: QuerySet) -> QuerySet:
     )
 
 
-def _artifact_chain_counts(tenant, since, until, prefix) -> dict[str, int]:
+def _artifact_chain_counts(
+    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+) -> dict[str, int]:
     qs = _artifact_chain_annotations(_artifacts(tenant, since, until, prefix))
     return qs.aggregate(
         total=Count("id"),
@@ -396,102 +460,67 @@ def _artifact_chain_counts(tenant, since, until, prefix) -> dict[str, int]:
     )
 
 
-def _audit_trace_completeness(tenant, since, until, prefix) -> float | None:
+def _audit_trace_completeness(
+    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+) -> float | None:
     agg = _artifact_chain_counts(tenant, since, until, prefix)
-    return _ratio(agg["complete"], agg["total"])
+    return ratio(agg["complete"], agg["total"])
 
 
-def _missing_provenance(tenant, since, until, prefix) -> float:
-    traces = _traces(tenant, since, until, prefix).filter(incomplete_trace_q()).count()
+def _missing_provenance(tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str) -> float:
+    traces = TRACES.between(tenant, since, until, prefix).filter(incomplete_trace_q()).count()
     agg = _artifact_chain_counts(tenant, since, until, prefix)
     return float(traces + (agg["total"] or 0) - (agg["complete"] or 0))
 
 
-def _time_to_reconstruct_ms(tenant, since, until, prefix) -> float | None:
+def _time_to_reconstruct_ms(
+    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+) -> float | None:
     qs = _window(Investigation.objects.filter(tenant=tenant), "at", since, until)
     qs = _prefix(qs, prefix, "artifact__workflow")
     return _float(qs.aggregate(v=Avg("elapsed_ms"))["v"])
 
 
-def _jobs(tenant, since, until, prefix) -> QuerySet:
-    qs = CompactionJob.objects.filter(tenant=tenant, finished_at__isnull=False)
-    return _prefix(_window(qs, "finished_at", since, until), prefix)
+def _tokens_before(tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str) -> float:
+    return float(COMPACTIONS.between(tenant, since, until, prefix).aggregate(v=Sum("tokens_in"))["v"] or 0)
 
 
-def _succeeded(tenant, since, until, prefix) -> QuerySet:
-    return _jobs(tenant, since, until, prefix).filter(status=JobStatus.SUCCEEDED)
+def _tokens_after(tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str) -> float:
+    return float(COMPACTIONS.between(tenant, since, until, prefix).aggregate(v=Sum("tokens_out"))["v"] or 0)
 
 
-def _compactions(tenant, since, until, prefix) -> float:
-    return float(_succeeded(tenant, since, until, prefix).count())
-
-
-def _tokens_before(tenant, since, until, prefix) -> float:
-    return float(_succeeded(tenant, since, until, prefix).aggregate(v=Sum("tokens_in"))["v"] or 0)
-
-
-def _tokens_after(tenant, since, until, prefix) -> float:
-    return float(_succeeded(tenant, since, until, prefix).aggregate(v=Sum("tokens_out"))["v"] or 0)
-
-
-def _generation_cost(tenant, since, until, prefix) -> float:
+def _generation_cost(tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str) -> float:
     # Failed attempts cost money too: every finished job counts.
-    return float(_jobs(tenant, since, until, prefix).aggregate(v=Sum("cost_usd"))["v"] or 0)
+    return float(FINISHED_JOBS.between(tenant, since, until, prefix).aggregate(v=Sum("cost_usd"))["v"] or 0)
 
 
-def _compaction_latency_ms(tenant, since, until, prefix) -> float | None:
-    qs = _succeeded(tenant, since, until, prefix)
+def _compaction_latency_ms(
+    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+) -> float | None:
+    qs = COMPACTIONS.between(tenant, since, until, prefix)
     return _float(qs.aggregate(v=Avg("latency_ms"))["v"])
 
 
-def _acceptance_rate(tenant, since, until, prefix) -> float | None:
-    qs = _jobs(tenant, since, until, prefix).filter(status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED])
-    agg = qs.aggregate(
-        total=Count("id"), accepted=Count("id", filter=Q(summary__status__in=ACCEPTED_STATUSES))
-    )
-    return _ratio(agg["accepted"], agg["total"])
-
-
-def _decisions(tenant, since, until, prefix) -> QuerySet:
-    # action__in lets the (tenant, action, at) index serve every decision query.
-    qs = TriggerDecision.objects.filter(
-        tenant=tenant, action__in=["continue", "compact", "retrieve_or_block"]
-    )
-    return _prefix(_window(qs, "at", since, until), prefix)
-
-
-def _overflow_incidents(tenant, since, until, prefix) -> float:
-    qs = _decisions(tenant, since, until, prefix).filter(
-        hard_limit__gt=0, projected_tokens__gt=F("hard_limit")
-    )
-    return float(qs.count())
-
-
-def _fallback_retrievals(tenant, since, until, prefix) -> float:
-    decisions = _decisions(tenant, since, until, prefix).filter(action="retrieve_or_block").count()
-    traced = (
-        _flagged(_traces(tenant, since, until, prefix))
-        .filter(_has_flag(TraceFlag.FALLBACK_RETRIEVAL))
-        .count()
-    )
-    return float(decisions + traced)
+def _fallback_retrievals(
+    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+) -> float:
+    return FALLBACK_DECISIONS(tenant, since, until, prefix) + FALLBACK_TRACES(tenant, since, until, prefix)
 
 
 def quality_floor() -> float:
     return float(getattr(settings, "MEMORYHUB_QUALITY_FLOOR", 0.5))
 
 
-def _missed_compaction(tenant, since, until, prefix) -> float:
-    qs = _flagged(_traces(tenant, since, until, prefix)).filter(_has_flag(TraceFlag.MISSED_COMPACTION))
-    return float(qs.count())
-
-
-def _token_estimate_drift(tenant, since, until, prefix) -> float | None:
+def _token_estimate_drift(
+    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+) -> float | None:
     qs = _prefix(_window(TokenEstimate.objects.filter(tenant=tenant), "at", since, until), prefix)
     return _float(qs.aggregate(v=Avg(Abs("drift")))["v"])
 
 
-def _quality_regressions(tenant, since, until, prefix) -> float:
+def _quality_regressions(
+    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+) -> float:
     previous = (
         Artifact.objects.filter(workflow=OuterRef("workflow"), quality_score__isnull=False)
         .filter(Q(at__lt=OuterRef("at")) | Q(at=OuterRef("at"), pk__lt=OuterRef("pk")))
@@ -508,36 +537,50 @@ def _quality_regressions(tenant, since, until, prefix) -> float:
     )
 
 
-Computer = Callable[[Tenant, datetime | None, datetime | None, str], float | None]
-
-_COMPUTERS: dict[str, Computer] = {
-    "summary_versions": _summary_versions,
+_COMPUTERS: dict[str, MetricFunction] = {
+    "summary_versions": SUMMARY_VERSIONS,
     "active_summary_age_seconds": _active_summary_age_seconds,
     "active_summary_age_events": _active_summary_age_events,
     "tail_events": _tail_events,
     "tail_tokens": _tail_tokens,
     "tail_budget_fraction": _tail_budget_fraction,
-    "stale_activation_attempts": _stale_activation_attempts,
-    "validation_failures": _validation_failures,
-    "validation_failure_rate": _validation_failure_rate,
-    "unexplained_source_gaps": _unexplained_source_gaps,
+    "stale_activation_attempts": STALE_ATTEMPTS,
+    "validation_failures": VALIDATION_FAILURES,
+    "validation_failure_rate": VALIDATION_FAILURE_RATE,
+    "unexplained_source_gaps": UNEXPLAINED_GAPS,
     "audit_trace_completeness": _audit_trace_completeness,
     "missing_provenance": _missing_provenance,
     "time_to_reconstruct_ms": _time_to_reconstruct_ms,
-    "compactions": _compactions,
+    "compactions": COMPACTIONS,
     "tokens_before": _tokens_before,
     "tokens_after": _tokens_after,
-    "acceptance_rate": _acceptance_rate,
+    "acceptance_rate": ACCEPTANCE,
     "generation_cost": _generation_cost,
     "compaction_latency_ms": _compaction_latency_ms,
-    "overflow_incidents": _overflow_incidents,
+    "overflow_incidents": OVERFLOW_INCIDENTS,
     "fallback_retrievals": _fallback_retrievals,
     "quality_regressions": _quality_regressions,
-    "unvalidated_consumptions": _unvalidated_consumptions,
-    "missed_compaction": _missed_compaction,
+    "unvalidated_consumptions": UNVALIDATED_READS,
+    "missed_compaction": MISSED_COMPACTIONS,
     "token_estimate_drift": _token_estimate_drift,
 }
 assert set(_COMPUTERS) == set(METRICS), "every metric needs exactly one computer"
+
+
+def counted_rows(metric: str) -> Rows:
+    """The rows a counter counts, for reports that count them per bucket or per workflow."""
+    computer = _COMPUTERS[metric]
+    if not isinstance(computer, Rows):
+        raise TypeError(f"metric {metric!r} does not count rows")
+    return computer
+
+
+def share(metric: str) -> Share:
+    """The rows and the part of them a ratio metric divides."""
+    computer = _COMPUTERS[metric]
+    if not isinstance(computer, Share):
+        raise TypeError(f"metric {metric!r} is not a share of rows")
+    return computer
 
 
 # --- public API -----------------------------------------------------------------------------

@@ -497,13 +497,14 @@ def _pipeline(claim: _Claim, actor: Actor) -> str:
         workflow = Workflow.objects.get(pk=job.workflow_id)
         if lifecycle.approval_required(workflow) and not lifecycle.is_approved(summary):
             return "awaiting_approval"
-        result = lifecycle.activate(summary, job.expected_revision or 0, actor)
-        if result.applied:
-            return "activated"
-        if result.code in PURGE_REFUSALS:
-            return _discard_purged(claim, actor, result.detail or str(result.code))
-        # A newer activation landed since the job started: recorded as a stale attempt (or refused).
-        return str(result.outcome)
+        try:
+            result = lifecycle.activate(summary, job.expected_revision or 0, actor)
+        except Conflict as refused:  # recorded; a purge since the read discards the work
+            if refused.code in PURGE_REFUSALS:
+                return _discard_purged(claim, actor, refused.detail)
+            return "refused"
+        # Stale: a newer activation landed since the job started (recorded as a stale attempt).
+        return "activated" if result.applied else str(result.outcome)
     return "activated" if summary.status == SummaryStatus.ACTIVE else summary.status.lower()
 
 
@@ -536,8 +537,8 @@ def _compact_and_store(claim: _Claim, actor: Actor) -> Summary | str:
         mine = next((a for a in locked.attempts if a.get("attempt_id") == claim.attempt_id), None)
         if locked.status != JobStatus.RUNNING or mine is None or mine.get("outcome") != RUNNING:
             raise _AttemptSuperseded(claim.attempt_id)
-        if locked.summary_id is not None:  # written by an attempt that died before finishing
-            return locked.summary  # type: ignore[return-value]
+        if locked.summary is not None:  # written by an attempt that died before finishing
+            return locked.summary
         try:
             # Re-checks the purge epoch under the workflow lock a purge takes too (same transaction).
             summary = create_summary(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from django.http import HttpRequest
+from rest_framework.request import Request
 
 from memoryhub.core.actors import Actor
 from memoryhub.models import ApiKey
 
 
-def request_actor(request: Any) -> Actor:
+def request_actor(request: HttpRequest | Request) -> Actor:
     """The actor behind an API or page request (API key first, then the session user)."""
     auth = getattr(request, "auth", None)
     if isinstance(auth, ApiKey):

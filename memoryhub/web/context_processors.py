@@ -1,4 +1,5 @@
 from memoryhub.accounts.tenancy import memberships_for
+from memoryhub.models import Role, role_at_least
 from memoryhub.web.tenancy_context import resolve_tenant
 
 
@@ -9,7 +10,6 @@ def tenancy(request):
     return {
         "current_tenant": tenant,
         "current_role": role or "",
-        "can_review": role in ("reviewer", "admin"),
-        "is_admin": role == "admin",
+        "is_admin": role_at_least(role, Role.ADMIN),
         "memberships": lambda: memberships_for(request.user),
     }

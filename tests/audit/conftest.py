@@ -8,22 +8,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from memoryhub.context.assembly import assemble_context
-from memoryhub.context.traces import record_artifact, record_trace
-from memoryhub.core.actors import Actor
+from memoryhub.context.traces import record_artifact
 from memoryhub.memory import lifecycle
 from memoryhub.memory.summaries import create_summary
-from tests.audit import factories as f
-from tests.helpers import append, event, make_workflow
+from tests import factories as f
+from tests.factories import AGENTS, REVIEWER, WORKER, activate, append, event, make_workflow, read_and_trace
 
 REQUIREMENT = (
     "Note on spec-v7 §4.2: unauthenticated requests must return 401  Unauthorized with a "
     "WWW-Authenticate challenge, before the scope check."
 )
-WORKER = Actor.worker("memoryhub.compaction.run_job", "task-1")
-REVIEWER = Actor.user("bob")
-AGENTS = Actor.api_key("agents", "abcd1234")
-
 SCOPE = {"key": "payments:write", "kind": "scope", "text": "OAuth scope payments:write is required"}
 BUG_OPEN = {"key": "bug-88", "kind": "issue", "text": "bug-88: key reuse returns 500", "state": "open"}
 BUG_FIXED = {"key": "bug-88", "kind": "issue", "text": "bug-88: fixed in 3.14.2", "state": "resolved"}
@@ -47,7 +41,7 @@ def incident_events() -> list[dict]:
 
 def summarize(wf, to_seq: int, narrative: str, facts: list[dict], compactor: dict, seqs: dict[str, int]):
     """create_summary + validate through the services (a CANDIDATE → VALIDATED or REJECTED)."""
-    body = f.content(
+    body = f.summary_content(
         narrative,
         [{**fact, "state": fact.get("state", "info"), "source_seqs": [seqs[fact["key"]]]} for fact in facts],
     )
@@ -58,38 +52,10 @@ def summarize(wf, to_seq: int, narrative: str, facts: list[dict], compactor: dic
         covers_to_seq=to_seq,
         compactor=compactor,
         source_refs=["spec-v7"],
-        job=f.make_job(wf, to_seq, f"llm-compactor-{compactor['version']}"),
+        job=f.imported_job(wf, to_seq, f"llm-compactor-{compactor['version']}"),
         actor=WORKER,
     )
     return lifecycle.validate(summary, WORKER, validator="rules-5")  # the incident's validator
-
-
-def activate(summary) -> None:
-    summary.workflow.refresh_from_db()
-    result = lifecycle.activate(summary, summary.workflow.active_revision, WORKER)
-    assert result.applied, result
-    summary.refresh_from_db()
-
-
-def read_and_trace(wf, call: str, *, agent: str = "publisher", tail_to_seq: int | None = None):
-    """Read the context like an agent, then record the model call that consumed it."""
-    wf.refresh_from_db()
-    ctx = assemble_context(wf)
-    data = {
-        "agent": agent,
-        "agent_run_id": f"run-{call}",
-        "model_call_id": call,
-        "model": "gpt-4.1-mini",
-        "summary_id": ctx["summary"]["summary_id"] if ctx["summary"] else None,
-        "tail_to_seq": tail_to_seq if tail_to_seq is not None else ctx["head_seq"],
-        "context_id": ctx["context_id"],
-        "manifest_hash": ctx["manifest_hash"],
-        "graph_release": "api-testgen@2026.11.2",
-        "checkpoint_id": f"ckpt-{ctx['head_seq']}",
-        "input_tokens": 4000,
-    }
-    trace, _ = record_trace(wf, data, AGENTS)
-    return trace
 
 
 @pytest.fixture

@@ -13,8 +13,9 @@ from audit.models import AuditChainHead, AuditEntry, Purge
 from audit.verify import verify_chain
 from memoryhub.core.append_only import AUDIT_RULES, UPDATE_RULES
 from memoryhub.models import Event
-from tests.audit.test_audit_chain import add_entries, append_only_off
-from tests.helpers import append, event, make_workflow
+from tests.audit.test_audit_chain import add_entries, append_only_off, tampering
+from tests.factories import append, event, make_workflow
+from tests.memoryhub.test_append_only import hand_purge
 
 pytestmark = pytest.mark.django_db
 
@@ -51,6 +52,7 @@ def test_the_chain_head_only_moves_forward(tenant):
     assert AuditChainHead.objects.get(tenant=tenant).seq == head + 1
 
 
+@tampering
 def test_an_emptied_chain_does_not_verify(tenant):
     add_entries(tenant, 5)
     with append_only_off(), connection.cursor() as cur:  # an owner who dropped the triggers
@@ -109,6 +111,7 @@ def tombstone_sql(**overrides: str) -> str:
     ],
     ids=lambda o: next(iter(o)),
 )
+@hand_purge
 def test_the_event_purge_exception_accepts_only_a_real_tombstone(stored, overrides):
     ev, purge = stored
     sql = tombstone_sql(**overrides)
@@ -118,6 +121,7 @@ def test_the_event_purge_exception_accepts_only_a_real_tombstone(stored, overrid
     assert ev.purged_at is None and ev.content.startswith("Jane Roe")
 
 
+@hand_purge
 def test_a_real_tombstone_is_accepted_once(stored):
     ev, purge = stored
     with transaction.atomic(), connection.cursor() as cur:

@@ -19,6 +19,9 @@ from audit.verify import export_checkpoint, verify_chain
 from memoryhub.core.actors import Actor
 
 ACTOR = Actor.user("alice")
+# Tampering behind the append-only triggers is a state no service can produce: these tests make it
+# on purpose, as a table owner who drops the triggers could, to prove verification catches it.
+tampering = pytest.mark.impossible_state("audit rows tampered with behind the append-only triggers")
 
 
 def add_entries(tenant, n: int, action: str = "policy.update") -> None:
@@ -88,12 +91,14 @@ def test_trigger_refuses_tampering_without_the_bypass(chain):
     assert verify_chain(chain)["ok"]
 
 
+@tampering
 def test_edited_entry_is_detected(chain):
     raw("UPDATE audit_auditentry SET actor = %s WHERE tenant_id = %s AND seq = 5", ["user:mallory", chain.pk])
     result = verify_chain(chain)
     assert (result["ok"], result["problem"], result["first_bad_seq"]) == (False, "edited", 5)
 
 
+@tampering
 def test_edited_data_with_recomputed_hash_is_detected_by_the_next_entry(chain):
     from audit.log import compute_entry_hash
 
@@ -108,6 +113,7 @@ def test_edited_data_with_recomputed_hash_is_detected_by_the_next_entry(chain):
     assert (result["ok"], result["problem"], result["first_bad_seq"]) == (False, "edited", 4)
 
 
+@tampering
 def test_edited_last_entry_with_recomputed_hash_is_caught_by_the_chain_head(chain):
     from audit.log import compute_entry_hash
 
@@ -122,18 +128,21 @@ def test_edited_last_entry_with_recomputed_hash_is_caught_by_the_chain_head(chai
     assert (result["ok"], result["problem"], result["first_bad_seq"]) == (False, "edited", last)
 
 
+@tampering
 def test_deleted_entry_is_detected(chain):
     raw("DELETE FROM audit_auditentry WHERE tenant_id = %s AND seq = 6", [chain.pk])
     result = verify_chain(chain)
     assert (result["ok"], result["problem"], result["first_bad_seq"]) == (False, "deleted", 6)
 
 
+@tampering
 def test_deleted_first_entry_is_detected(chain):
     raw("DELETE FROM audit_auditentry WHERE tenant_id = %s AND seq = 1", [chain.pk])
     result = verify_chain(chain)
     assert (result["problem"], result["first_bad_seq"]) == ("deleted", 1)
 
 
+@tampering
 def test_reordered_entries_are_detected(chain):
     # Swap entries 4 and 5 by renumbering them (through a free seq to respect the unique constraint).
     raw("UPDATE audit_auditentry SET seq = 100000 WHERE tenant_id = %s AND seq = 4", [chain.pk])
@@ -143,6 +152,7 @@ def test_reordered_entries_are_detected(chain):
     assert (result["ok"], result["problem"], result["first_bad_seq"]) == (False, "reordered", 4)
 
 
+@tampering
 def test_truncation_is_caught_by_the_chain_head(chain):
     last = seqs(chain)[-1]
     raw("DELETE FROM audit_auditentry WHERE tenant_id = %s AND seq >= %s", [chain.pk, last - 1])
@@ -150,6 +160,7 @@ def test_truncation_is_caught_by_the_chain_head(chain):
     assert (result["ok"], result["problem"], result["first_bad_seq"]) == (False, "truncated", last - 1)
 
 
+@tampering
 def test_truncation_with_rewritten_head_is_caught_by_a_checkpoint(chain):
     checkpoint = export_checkpoint(chain)
     last = checkpoint["seq"]
@@ -169,6 +180,7 @@ def test_checkpoint_of_a_rewritten_entry_fails(chain):
     assert (result["problem"], result["first_bad_seq"]) == ("edited", 3)
 
 
+@tampering
 def test_chains_are_per_tenant(chain, other_tenant):
     add_entries(other_tenant, 3)
     raw("UPDATE audit_auditentry SET action = %s WHERE tenant_id = %s AND seq = 2", ["x.y", other_tenant.pk])
@@ -179,6 +191,7 @@ def test_chains_are_per_tenant(chain, other_tenant):
 # --- management command -----------------------------------------------------------------------------
 
 
+@tampering
 def test_command_exports_and_checks_a_checkpoint(chain, tmp_path, capsys):
     path = tmp_path / "acme.json"
     call_command("audit_verify", "--tenant", "acme", "--export-checkpoint", str(path))
@@ -195,6 +208,7 @@ def test_command_exports_and_checks_a_checkpoint(chain, tmp_path, capsys):
     assert "truncated" in capsys.readouterr().err
 
 
+@tampering
 def test_command_all_tenants_fails_when_one_is_broken(chain, other_tenant, tmp_path, capsys):
     path = tmp_path / "all.json"
     call_command("audit_verify", "--export-checkpoint", str(path))
@@ -216,6 +230,7 @@ def test_command_rejects_a_checkpoint_for_another_tenant(chain, other_tenant, tm
 # --- API -------------------------------------------------------------------------------------------------
 
 
+@tampering
 def test_api_verify(chain, carol):
     body = carol.api.get("/api/v1/audit/verify/").json()
     assert body["ok"] is True and body["head_seq"] == seqs(chain)[-1]
@@ -280,6 +295,7 @@ def test_audit_entries_are_redacted(tenant, api):
 # --- page ------------------------------------------------------------------------------------------------
 
 
+@tampering
 def test_audit_page_lists_filters_and_shows_chain_status(chain, carol):
     add_entries(chain, 60, action="summary.activate")
     html = carol.web.get("/audit/").content.decode()

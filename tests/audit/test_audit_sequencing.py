@@ -44,9 +44,10 @@ class Rollback(Exception):
     """Raised inside a writer's transaction to roll its change (and audit entry) back."""
 
 
-def pending_row(tenant, name: str) -> AuditEntry:
-    """An entry as a writer's commit leaves it, before a sequencer took it. (Under the ``db``
-    fixture's never-committing transaction ``record`` sequences in place, so build it directly.)"""
+def pending_entry_bypassing_services(tenant, name: str) -> AuditEntry:
+    """An entry as ``record`` leaves it at its commit, before a sequencer takes it. ``record``
+    itself cannot leave one here: under the ``db`` fixture's transaction nothing commits, so it
+    sequences in place. The row is the one ``record`` inserts, minus the sequencing."""
     return AuditEntry.objects.create(
         tenant=tenant,
         at=timezone.now(),
@@ -78,7 +79,7 @@ def audited_write(tenant, name: str, *, rollback: bool = False) -> None:
 
 @pytest.mark.django_db
 def test_sequencing_is_the_one_update_a_pending_entry_gets(tenant):
-    entry = pending_row(tenant, "p1")
+    entry = pending_entry_bypassing_services(tenant, "p1")
     assert entry.pending and entry.seq is None and entry.entry_hash == ""
     sequenced = "seq = 99, prev_hash = 'sha256:1', entry_hash = 'sha256:2', sequenced_at = CURRENT_TIMESTAMP"
     # Sequencing that changes anything else, half a sequencing, a DELETE: refused.
@@ -108,8 +109,8 @@ def test_sequencing_is_the_one_update_a_pending_entry_gets(tenant):
 @pytest.mark.django_db
 def test_pending_entries_are_listed_first_and_marked(tenant, api):
     audited_write(tenant, "done")
-    pending_row(tenant, "waiting-1")
-    pending_row(tenant, "waiting-2")
+    pending_entry_bypassing_services(tenant, "waiting-1")
+    pending_entry_bypassing_services(tenant, "waiting-2")
     rows = api.get("/api/v1/audit/").json()["results"]
     assert [(r["object_id"], r["pending"], r["seq"]) for r in rows[:2]] == [
         ("waiting-2", True, None),
@@ -125,8 +126,8 @@ def test_pending_entries_are_listed_first_and_marked(tenant, api):
 
 @pytest.mark.django_db
 def test_verify_sequences_what_is_pending(tenant, carol):
-    pending_row(tenant, "waiting-1")
-    pending_row(tenant, "waiting-2")
+    pending_entry_bypassing_services(tenant, "waiting-1")
+    pending_entry_bypassing_services(tenant, "waiting-2")
     body = carol.api.get("/api/v1/audit/verify/").json()
     assert (body["ok"], body["sequenced_now"], body["pending"], body["pending_oldest_age_s"]) == (
         True,
@@ -146,8 +147,8 @@ def test_the_beat_sweep_sequences_every_tenant(tenant, other_tenant):
 
     assert BEAT_SCHEDULE["audit-sequence-sweep"]["task"] == "audit.sequence_pending"
     for name in ("a", "b"):
-        pending_row(tenant, name)
-    pending_row(other_tenant, "c")
+        pending_entry_bypassing_services(tenant, name)
+    pending_entry_bypassing_services(other_tenant, "c")
     assert tasks.sequence_pending() == 3
     assert tasks.sequence_pending() == 0
     for t in (tenant, other_tenant):

@@ -7,7 +7,7 @@ import json
 from audit.diff import diff_summaries
 from audit.replay import replay_bundle
 from memoryhub.core.canonical import sha256_hex
-from tests.audit import factories as f
+from tests import factories as f
 
 # --- diff ------------------------------------------------------------------------------------------------
 
@@ -44,21 +44,12 @@ def test_diff_shows_the_dropped_requirement_and_compactor_change(incident):
 def test_diff_against_nothing_and_purged(incident):
     first = diff_summaries(None, incident.s1)
     assert first["from"] is None and [x["key"] for x in first["facts"]["added"]] == ["payments:write"]
-    from audit.models import Purge
-    from memoryhub.models import Summary
-
-    purge = Purge.objects.create(
-        tenant=incident.workflow.tenant,
-        workflow=incident.workflow,
-        purge_id="prg_sum",
-        reason="erasure",
-        actor="user:alice",
-    )
-    Summary.objects.filter(pk=incident.s2.pk).update(content="{}", purged_by=purge)
+    purge = f.purge(incident.workflow, [12])  # S2 and S3 cover event 12: both are scrubbed
     incident.s2.refresh_from_db()
+    incident.s3.refresh_from_db()
     d = diff_summaries(incident.s2, incident.s3)
     assert d["facts"] is None and d["narrative"] is None
-    assert "purged by prg_sum" in d["unavailable"][0]
+    assert f"purged by {purge.purge_id}" in d["unavailable"][0]
     assert d["coverage"]["newly_covered"] == [21, 30]
 
 
@@ -76,11 +67,9 @@ def test_api_diff_default_previous_and_against(incident, carol, mallory):
 
 
 def test_api_diff_refuses_another_workflow(incident, api, tenant):
-    from tests.helpers import make_workflow
-
-    wf = make_workflow(tenant, "other-wf")
+    wf = f.make_workflow(tenant, "other-wf")
     f.history(wf, 3)
-    other = f.make_summary(wf, 3, f.content("other"))
+    other = f.candidate(wf, 1, 3, content=f.summary_content("other"))
     resp = api.get(f"/api/v1/summaries/{incident.s3.summary_id}/diff/", {"against": other.summary_id})
     assert resp.status_code == 400 and resp.json()["error"] == "different_workflow"
 
@@ -123,24 +112,22 @@ def test_replay_bundle_contents(incident):
 
 
 def test_replay_bundle_flags_a_manifest_that_does_not_match(incident):
-    from memoryhub.models import ConsumerTrace
-
-    fake = "sha256:" + "ef" * 32
-    ConsumerTrace.objects.filter(pk=incident.trace.pk).update(manifest_hash=fake)
-    incident.trace.refresh_from_db()
-    check = replay_bundle(incident.trace)["manifest_check"]
+    fake = "sha256:" + "ef" * 32  # the consumer reports a manifest other than the one it was served
+    trace = f.read_and_trace(incident.workflow, "call-fake-manifest", manifest_hash=fake)
+    assert "context_mismatch" in trace.flags
+    check = replay_bundle(trace)["manifest_check"]
     assert check["recorded"] == fake and check["matches"] is False
 
 
 def test_replay_bundle_names_what_is_unavailable(incident):
     wf = incident.workflow
-    purge = f.purge_events(wf, [33, 34, 35, 38], purge_id="prg_tail")
-    trace = f.make_trace(wf, incident.s3, 40, call="call-nockpt", checkpoint_id="", model="")
+    trace = f.trace(wf, incident.s3, 40, call="call-nockpt", checkpoint_id="", model="")
+    purge = f.purge(wf, [33, 34, 35, 38])  # tail events only: S3 keeps its content
     b = replay_bundle(trace)
     day = purge.events.first().purged_at.date().isoformat()
     texts = [u["text"] for u in b["unavailable"]]
-    assert f"events 33-35: purged by prg_tail on {day}" in texts
-    assert f"event 38: purged by prg_tail on {day}" in texts
+    assert f"events 33-35: purged by {purge.purge_id} on {day}" in texts
+    assert f"event 38: purged by {purge.purge_id} on {day}" in texts
     assert "checkpoint id: not recorded by the consumer trace" in texts
     assert "consumer model id: not recorded by the consumer trace" in texts
     assert [e["seq"] for e in b["tail"]["events"]] == [31, 32, 36, 37, 39, 40]

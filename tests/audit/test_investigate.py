@@ -8,7 +8,8 @@ from audit.investigate import investigate
 from audit.models import AuditEntry, Investigation
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import InvalidInput
-from tests.audit import factories as f
+from tests import factories as f
+from tests.helpers import form_post
 
 ACTOR = Actor.user("bob")
 
@@ -70,8 +71,8 @@ def test_fact_in_consumed_tail_or_summary_is_downstream_reasoning(incident):
 
 def test_tail_cut_short_is_assembly_failure(incident):
     wf = incident.workflow
-    short = f.make_trace(wf, incident.s3, 33, head=40, call="call-short")
-    artifact = f.make_artifact(wf, "T58", [short])
+    short = f.trace(wf, incident.s3, 33, call="call-short")  # head 40 at read time
+    artifact = f.artifact(wf, "T58", [short])
     inv = investigate(artifact, "published to staging", ACTOR)
     assert inv.verdict == "assembly_failure"
     assert inv.evidence["missing_tail_seqs"] == [36]
@@ -79,17 +80,15 @@ def test_tail_cut_short_is_assembly_failure(incident):
 
 
 def test_reading_a_summary_other_than_the_active_one_is_assembly_failure(tenant):
-    from tests.helpers import make_workflow
-
-    wf = make_workflow(tenant, "wf-stale-read")
+    wf = f.make_workflow(tenant, "wf-stale-read")
     f.history(wf, 20, {5: "Refunds need the refunds:write scope."})
-    old = f.make_summary(wf, 10, f.content("Nothing about scopes."))
-    f.activate(old)
-    new = f.make_summary(wf, 12, f.content("Refunds need the refunds:write scope."))
-    f.activate(new)
+    old = f.activated(wf, 1, 10, content=f.summary_content("Routine messages 1-10 about POST /payments."))
+    new = f.activated(
+        wf, 1, 12, content=f.summary_content("Refunds need the refunds:write scope (POST /payments).")
+    )
     # The consumer read the superseded version (and the tail after it) while `new` was active.
-    trace = f.make_trace(wf, old, 20, call="call-old")
-    artifact = f.make_artifact(wf, "R1", [trace])
+    trace = f.trace(wf, old, 20, call="call-old")
+    artifact = f.artifact(wf, "R1", [trace])
     inv = investigate(artifact, "refunds:write scope", ACTOR)
     assert inv.verdict == "assembly_failure"
     served = inv.evidence["served_at_read"]
@@ -99,9 +98,9 @@ def test_reading_a_summary_other_than_the_active_one_is_assembly_failure(tenant)
 
 def test_most_downstream_trace_wins(incident):
     wf = incident.workflow
-    other = f.make_trace(wf, incident.s1, 40, call="call-with-s1")
-    incident.artifact.produced_by.add(other)
-    inv = investigate(incident.artifact, "401 Unauthorized", ACTOR)
+    other = f.trace(wf, incident.s1, 40, call="call-with-s1")
+    both = f.artifact(wf, "T57b", [incident.trace, other])
+    inv = investigate(both, "401 Unauthorized", ACTOR)
     assert inv.verdict == "downstream_reasoning_failure"
     assert inv.evidence["trace"]["model_call_id"] == "call-with-s1"
     assert inv.evidence["other_traces"] == [
@@ -110,12 +109,12 @@ def test_most_downstream_trace_wins(incident):
 
 
 def test_purged_source_events_are_named_as_unsearchable(incident):
-    f.purge_events(incident.workflow, [7], purge_id="prg_erase7")
+    purge = f.purge(incident.workflow, [7])
     inv = investigate(incident.artifact, "401 Unauthorized", ACTOR)
     assert inv.verdict == "source_extraction_failure"
     assert inv.evidence["unsearchable"][0]["from_seq"] == 7
-    assert "purged by prg_erase7" in inv.evidence["unsearchable"][0]["text"]
-    assert "prg_erase7" in inv.evidence["explanation"]
+    assert f"purged by {purge.purge_id}" in inv.evidence["unsearchable"][0]["text"]
+    assert purge.purge_id in inv.evidence["explanation"]
 
 
 def test_investigation_is_saved_with_an_audit_entry(incident):
@@ -126,11 +125,9 @@ def test_investigation_is_saved_with_an_audit_entry(incident):
 
 
 def test_artifact_without_trace(tenant):
-    from tests.helpers import make_workflow
-
-    wf = make_workflow(tenant, "wf-untraced")
+    wf = f.make_workflow(tenant, "wf-untraced")
     f.history(wf, 5, {2: "the 401 rule"})
-    artifact = f.make_artifact(wf, "X1", [])
+    artifact = f.orphan_artifact_bypassing_services(wf, "X1")
     assert investigate(artifact, "nowhere to be found", ACTOR).verdict == "source_extraction_failure"
     with pytest.raises(Exception) as exc:
         investigate(artifact, "401 rule", ACTOR)
@@ -186,11 +183,7 @@ def test_api_other_tenant_gets_404(incident, mallory):
 
 
 def test_page_form_runs_and_shows_investigation(incident, bob):
-    bob.web.get("/artifacts/T57/")
-    token = bob.web.cookies["csrftoken"].value
-    resp = bob.web.post(
-        "/artifacts/T57/investigate/", {"fact": "401 Unauthorized", "csrfmiddlewaretoken": token}
-    )
+    resp = form_post(bob.web, "/artifacts/T57/investigate/", {"fact": "401 Unauthorized"})
     assert resp.status_code == 302
     inv = Investigation.objects.get()
     assert resp["Location"].endswith(f"#investigation-{inv.pk}")
@@ -204,11 +197,7 @@ def test_page_form_runs_and_shows_investigation(incident, bob):
 
 
 def test_page_bad_regex_is_400_with_message(incident, bob):
-    bob.web.get("/artifacts/T57/")
-    token = bob.web.cookies["csrftoken"].value
-    resp = bob.web.post(
-        "/artifacts/T57/investigate/", {"fact": "(", "regex": "on", "csrfmiddlewaretoken": token}
-    )
+    resp = form_post(bob.web, "/artifacts/T57/investigate/", {"fact": "(", "regex": "on"})
     assert resp.status_code == 400
     assert "invalid regular expression" in resp.content.decode()
     assert Investigation.objects.count() == 0
@@ -216,14 +205,7 @@ def test_page_bad_regex_is_400_with_message(incident, bob):
 
 def test_page_viewer_cannot_investigate_and_csrf_is_enforced(incident, carol, bob):
     assert 'id="investigate-form"' not in carol.web.get("/artifacts/T57/").content.decode()
-    carol.web.get("/artifacts/T57/")
-    token = carol.web.cookies["csrftoken"].value
-    assert (
-        carol.web.post(
-            "/artifacts/T57/investigate/", {"fact": "401", "csrfmiddlewaretoken": token}
-        ).status_code
-        == 403
-    )
+    assert form_post(carol.web, "/artifacts/T57/investigate/", {"fact": "401"}).status_code == 403
     assert bob.web.post("/artifacts/T57/investigate/", {"fact": "401"}).status_code == 403  # no CSRF token
     assert Investigation.objects.count() == 0
 

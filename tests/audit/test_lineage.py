@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from audit.lineage import artifact_lineage
-from tests.audit import factories as f
+from tests import factories as f
 
 
 def test_lineage_walks_every_hop(incident):
@@ -42,31 +42,29 @@ def test_lineage_walks_every_hop(incident):
 
 def test_lineage_names_purges_and_tail_loss(incident):
     wf = incident.workflow
-    purge = f.purge_events(wf, [5, 6, 7, 33], purge_id="prg_subject42")
-    short = f.make_trace(wf, incident.s3, 38, head=40, call="call-short", context_id="")
-    artifact = f.make_artifact(wf, "T58", [short])
+    short = f.trace(wf, incident.s3, 38, call="call-short", context_id="")  # head 40 at read time
+    artifact = f.artifact(wf, "T58", [short])
+    purge = f.purge(wf, [5, 6, 7, 33])
     lin = artifact_lineage(artifact)
     [t] = lin["traces"]
     day = purge.events.first().purged_at.date().isoformat()
     covered = t["covered"]["unavailable"]
     assert [(u["from_seq"], u["to_seq"]) for u in covered] == [(5, 7)]
-    assert covered[0]["text"] == f"unavailable: purged by prg_subject42 on {day}"
+    assert covered[0]["text"] == f"unavailable: purged by {purge.purge_id} on {day}"
     assert [(u["from_seq"], u["to_seq"]) for u in t["tail"]["unavailable"]] == [(33, 33)]
     assert (t["tail_gap"]["from_seq"], t["tail_gap"]["to_seq"]) == (39, 40)
     assert lin["complete"] is False
     gaps = " | ".join(lin["gaps"])
-    assert "events 5-7: unavailable: purged by prg_subject42" in gaps
+    assert f"events 5-7: unavailable: purged by {purge.purge_id}" in gaps
     assert "events 39-40 existed at read time" in gaps
     assert "no context id" in gaps
 
 
 def test_lineage_of_a_trace_without_summary(tenant):
-    from tests.helpers import make_workflow
-
-    wf = make_workflow(tenant, "raw-only")
+    wf = f.make_workflow(tenant, "raw-only")
     f.history(wf, 12)
-    trace = f.make_trace(wf, None, 12, call="call-raw")
-    lin = artifact_lineage(f.make_artifact(wf, "A1", [trace]))
+    trace = f.trace(wf, None, 12, call="call-raw")
+    lin = artifact_lineage(f.artifact(wf, "A1", [trace]))
     [t] = lin["traces"]
     assert t["summary"] is None and t["covered"] is None and t["job"] is None
     assert (t["tail"]["from_seq"], t["tail"]["to_seq"]) == (1, 12)
@@ -74,16 +72,18 @@ def test_lineage_of_a_trace_without_summary(tenant):
 
 
 def test_lineage_query_count_does_not_grow_with_events(incident, django_assert_max_num_queries, tenant):
-    from tests.helpers import append_n, make_workflow
-
     with django_assert_max_num_queries(16):
         artifact_lineage(incident.artifact)
-    big = make_workflow(tenant, "big")
-    append_n(big, 900)
-    s = f.make_summary(big, 800, f.content("big"), job=f.make_job(big, 800))
-    f.make_validation(s)
-    f.activate(s)
-    artifact = f.make_artifact(big, "BIG", [f.make_trace(big, s, 900)])
+    big = f.make_workflow(tenant, "big")
+    f.append_n(big, 900)
+    s = f.activated(
+        big,
+        1,
+        800,
+        content=f.summary_content("Messages 1-800 about POST /payments."),
+        job=f.imported_job(big, 800),
+    )
+    artifact = f.artifact(big, "BIG", [f.trace(big, s, 900)])
     with django_assert_max_num_queries(16):
         artifact_lineage(artifact)
 
@@ -100,7 +100,7 @@ def test_api_lineage(incident, carol, mallory):
 
 
 def test_artifact_page_links_every_hop(incident, carol):
-    f.purge_events(incident.workflow, [33], purge_id="prg_page1")
+    purge = f.purge(incident.workflow, [33])
     resp = carol.web.get("/artifacts/T57/")
     assert resp.status_code == 200
     html = resp.content.decode()
@@ -116,7 +116,7 @@ def test_artifact_page_links_every_hop(incident, carol):
     assert by_hop["lifecycle"].startswith("#lifecycle-")
     assert by_hop["replay"] == f"/traces/{incident.trace.pk}/replay/"
     assert "waived: <strong>token_budget</strong> by user:bob" in html
-    assert "unavailable: purged by prg_page1 on" in html
+    assert f"unavailable: purged by {purge.purge_id} on" in html
     # Every in-page anchor exists.
     for href in by_hop.values():
         if href.startswith("#"):
@@ -128,10 +128,10 @@ def test_artifact_page_other_tenant_404(incident, mallory):
 
 
 def test_event_range_page(incident, carol):
-    f.purge_events(incident.workflow, [9], purge_id="prg_range")
+    purge = f.purge(incident.workflow, [9])
     html = carol.web.get("/workflows/api-tests-42/events/5-10/", {"q": "401 unauthorized"}).content.decode()
     assert len(re.findall(r'<tr id="event-\d+"', html)) == 6
     assert '<tr id="event-7" class="hit">' in html
-    assert "unavailable: purged by prg_range on" in html
+    assert f"unavailable: purged by {purge.purge_id} on" in html
     assert 'href="/workflows/api-tests-42/?page=1#event-7"' in html
     assert carol.web.get("/workflows/api-tests-42/events/10-5/").status_code == 404

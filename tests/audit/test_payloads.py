@@ -17,8 +17,8 @@ from memoryhub.core.actors import Actor
 from memoryhub.memory import lifecycle
 from memoryhub.memory.summaries import create_summary
 from memoryhub.models import LifecycleEvent, ValidationRecord
-from tests.audit.test_audit_chain import append_only_off
-from tests.helpers import append, event, make_workflow
+from tests.audit.test_audit_chain import append_only_off, tampering
+from tests.factories import append, event, make_workflow
 
 pytestmark = pytest.mark.django_db
 ACTOR = Actor.user("alice")
@@ -45,6 +45,7 @@ def test_structure_stays_chained_and_text_goes_to_the_payload():
     assert set(text) == {"reason", "selector", "x"}  # unknown keys with text are payload by default
 
 
+@tampering
 def test_an_audit_entry_keeps_only_digest_and_reference_in_the_chain(tenant):
     with transaction.atomic():
         entry = record(tenant, ACTOR, "note.add", ("note", "n1"), {"version": 2, "note": "Jane Roe called"})

@@ -9,10 +9,11 @@ import pytest
 
 from audit.models import AuditEntry, Investigation, Purge, SummaryComment
 from memoryhub.core.actors import Actor
+from memoryhub.core.errors import Conflict
 from memoryhub.memory import lifecycle
 from memoryhub.models import Event, Summary, SummaryStatus
 from memoryhub.pipeline.jobs import request_compaction, run_job
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 
 pytestmark = pytest.mark.django_db
 
@@ -288,8 +289,9 @@ def test_lifecycle_cannot_reactivate_a_scrubbed_summary(incident, alice):
     lifecycle.release(scrubbed, Actor.user("alice"), "try to bring it back")
     scrubbed.refresh_from_db()
     incident.refresh_from_db()
-    result = lifecycle.activate(scrubbed, incident.active_revision, Actor.user("alice"))
-    assert not result.applied and result.code == "summary_purged"
+    with pytest.raises(Conflict) as refused:
+        lifecycle.activate(scrubbed, incident.active_revision, Actor.user("alice"))
+    assert refused.value.code == "summary_purged"
     incident.refresh_from_db()
     assert incident.active_summary_id != scrubbed.pk
 

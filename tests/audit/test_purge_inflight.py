@@ -20,7 +20,7 @@ from memoryhub.memory import lifecycle
 from memoryhub.memory.summaries import create_summary
 from memoryhub.models import CompactionJob, JobStatus, Summary
 from memoryhub.pipeline import jobs
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 
 SECRET = "Customer Jane Roe card 4111-1111-1111-1111 disputes charge ch_8812"
 ADMIN = Actor.user("alice")
@@ -149,8 +149,9 @@ def test_activation_re_checks_purges_since_the_source_was_read(tenant):
     purge_events(wf, {"seqs": [2]}, ADMIN, "erasure")
     s2.refresh_from_db()
     wf.refresh_from_db()
-    result = lifecycle.activate(s2, wf.active_revision, ADMIN)
-    assert not result.applied and result.code == "purged_since_read"
+    with pytest.raises(Conflict) as refused:
+        lifecycle.activate(s2, wf.active_revision, ADMIN)
+    assert refused.value.code == "purged_since_read"
     wf.refresh_from_db()
     assert wf.active_summary_id != s2.pk
 

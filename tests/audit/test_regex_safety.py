@@ -19,7 +19,7 @@ from audit.models import AuditEntry, Investigation
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import InvalidInput
 from memoryhub.memory.search import SearchTooExpensive, candidate_seqs
-from tests.helpers import append_n
+from tests.factories import append_n
 
 ACTOR = Actor.user("bob")
 # Catastrophic backtracking for a backtracking engine (Python's re, PCRE): nested quantifiers
@@ -91,7 +91,7 @@ def test_postgres_regex_prefilter_is_cancelled_at_its_budget(tenant):
     """PostgreSQL's regex engine is not linear for every pattern: the prefilter query runs under
     a transaction-local statement_timeout, and a cancelled query is SearchTooExpensive, never a
     silent fall back to scanning everything."""
-    from tests.helpers import make_workflow
+    from tests.factories import make_workflow
 
     wf = make_workflow(tenant, "big-regex")
     append_n(wf, 3000)

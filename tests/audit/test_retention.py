@@ -10,7 +10,9 @@ import time_machine
 from audit.models import AuditEntry, Purge
 from audit.retention import sweep_all, sweep_tenant
 from memoryhub.models import ConsumerTrace, Event, Summary
-from tests.helpers import append, event, make_workflow
+from tests import factories as f
+from tests.factories import append, event, make_workflow
+from tests.helpers import form_post
 
 pytestmark = pytest.mark.django_db
 
@@ -74,16 +76,7 @@ def test_raw_events_and_trace_detail_expire_on_their_own_clocks(tenant, alice):
     with time_machine.travel(T0, tick=False):
         wf = make_workflow(tenant, "wf")
         append(wf, [event(1, content="an old requirement")])
-        ConsumerTrace.objects.create(
-            tenant=tenant,
-            workflow=wf,
-            agent="a",
-            agent_run_id="r",
-            model_call_id="m",
-            source_refs=["spec-v7"],
-            checkpoint_id="ck-1",
-            context_id="ctx",
-        )
+        f.trace(wf, None, 1, call="m", source_refs=["spec-v7"], checkpoint_id="ck-1")
         alice.api.put(
             "/api/v1/retention/", {"policies": {"raw_events": 30, "trace_detail": 10}}, format="json"
         )
@@ -140,16 +133,12 @@ def test_retention_and_purge_pages(tenant, alice, carol):
     page = alice.web.get("/retention/")
     assert page.status_code == 200 and b'id="retention-form"' in page.content
     assert b"disabled" in carol.web.get("/retention/").content
-    csrf = alice.web.cookies["csrftoken"].value
-    r = alice.web.post("/retention/", {"raw_events": "90", "summaries": "", "csrfmiddlewaretoken": csrf})
+    r = form_post(alice.web, "/retention/", {"raw_events": "90", "summaries": ""})
     assert r.status_code == 302
     assert alice.api.get("/api/v1/retention/").json()["policies"]["raw_events"] == 90
     assert carol.web.get("/workflows/wf/purge/").status_code == 403
     assert alice.web.get("/workflows/wf/purge/").status_code == 200
-    r = alice.web.post(
-        "/workflows/wf/purge/",
-        {"mode": "seqs", "seqs": "1", "reason": "user asked", "csrfmiddlewaretoken": csrf},
-    )
+    r = form_post(alice.web, "/workflows/wf/purge/", {"mode": "seqs", "seqs": "1", "reason": "user asked"})
     assert r.status_code == 302
     assert Event.objects.get(workflow=wf, seq=1).content == ""
     listing = alice.web.get("/retention/")

@@ -9,18 +9,17 @@ from audit.models import AuditEntry, SummaryComment
 from audit.review import available_actions
 from memoryhub.memory import lifecycle
 from memoryhub.models import LifecycleEvent, Summary
-from tests.audit.conftest import BUG_FIXED, REVIEWER, SCOPE, T49, summarize
-from triggers.models import ContextPolicy
+from tests.audit.conftest import BUG_FIXED, SCOPE, T49, summarize
+from tests.factories import REVIEWER, require_approval
+from tests.helpers import form_post
 
 
 def url(summary, action: str) -> str:
     return f"/summaries/{summary.summary_id}/action/{action}/"
 
 
-def post(party, summary, action: str, **data):
-    party.web.get("/audit/")  # any page with a form sets the CSRF cookie
-    token = party.web.cookies["csrftoken"].value
-    return party.web.post(url(summary, action), {"csrfmiddlewaretoken": token, **data})
+def act(party, summary, action: str, **data):
+    return form_post(party.web, url(summary, action), data)
 
 
 def over_budget(wf):
@@ -46,7 +45,7 @@ def audit_actions(tenant) -> list[str]:
 def test_reviewer_quarantines_the_active_summary(incident, bob):
     s3, s2 = incident.s3, incident.s2
     before = AuditEntry.objects.filter(tenant=s3.tenant).count()
-    resp = post(bob, s3, "quarantine", reason="drops the 401 requirement", next="/artifacts/T57/")
+    resp = act(bob, s3, "quarantine", reason="drops the 401 requirement", next="/artifacts/T57/")
     assert resp.status_code == 302 and resp["Location"] == "/artifacts/T57/"
     s3.refresh_from_db()
     assert s3.status == "QUARANTINED"
@@ -66,7 +65,7 @@ def test_get_shows_a_confirmation_form(incident, bob):
 
 def test_reason_is_required(incident, bob):
     before = (history(incident.s3), audit_actions(incident.s3.tenant))
-    resp = post(bob, incident.s3, "quarantine", reason="   ")
+    resp = act(bob, incident.s3, "quarantine", reason="   ")
     assert resp.status_code == 400
     assert "a reason is required" in resp.content.decode()
     incident.s3.refresh_from_db()
@@ -77,7 +76,7 @@ def test_reason_is_required(incident, bob):
 def test_viewer_gets_403_and_nothing_is_written(incident, carol):
     before = history(incident.s3)
     assert carol.web.get(url(incident.s3, "quarantine")).status_code == 403
-    resp = post(carol, incident.s3, "quarantine", reason="I am only a viewer")
+    resp = act(carol, incident.s3, "quarantine", reason="I am only a viewer")
     assert resp.status_code == 403
     assert history(incident.s3) == before
 
@@ -91,8 +90,8 @@ def test_csrf_is_enforced(incident, bob):
 
 def test_release_needs_an_admin(incident, bob, alice):
     lifecycle.quarantine(incident.s2, REVIEWER, "suspicious")
-    assert post(bob, incident.s2, "release", reason="looks fine").status_code == 403
-    resp = post(alice, incident.s2, "release", reason="checked against the source events")
+    assert act(bob, incident.s2, "release", reason="looks fine").status_code == 403
+    resp = act(alice, incident.s2, "release", reason="checked against the source events")
     assert resp.status_code == 302
     incident.s2.refresh_from_db()
     assert incident.s2.status == "VALIDATED"
@@ -104,12 +103,12 @@ def test_reject_approve_and_waive(incident, bob):
     wf = incident.workflow
     candidate = over_budget(wf)
     assert candidate.status == "REJECTED"
-    resp = post(bob, candidate, "waive", reason="budget too tight", checks=["token_budget"])
+    resp = act(bob, candidate, "waive", reason="budget too tight", checks=["token_budget"])
     assert resp.status_code == 302
     candidate.refresh_from_db()
     assert candidate.status == "VALIDATED"
     assert candidate.validations.order_by("-id").first().waived_checks == ["token_budget"]
-    assert post(bob, candidate, "reject", reason="changed my mind").status_code == 302
+    assert act(bob, candidate, "reject", reason="changed my mind").status_code == 302
     candidate.refresh_from_db()
     assert candidate.status == "REJECTED"
     assert [a for a, _ in history(candidate)] == ["validate", "waive", "reject"]
@@ -119,15 +118,15 @@ def test_reject_approve_and_waive(incident, bob):
 def test_approve_makes_the_summary_live_in_the_same_action(incident, bob):
     """Approve carries the revision the reviewer saw: approved and ACTIVE in one transaction."""
     wf = incident.workflow
-    ContextPolicy.objects.create(tenant=wf.tenant, workflow=wf, require_approval=True)
+    require_approval(wf.tenant, wf)
     candidate = over_budget(wf)
     lifecycle.waive(candidate, ["token_budget"], REVIEWER, "budget too tight")
     candidate.refresh_from_db()
     assert [s.name for s in available_actions(candidate, bob.role)] == ["approve", "reject", "quarantine"]
-    assert post(bob, candidate, "approve", reason="read it").status_code == 400  # no revision: nothing
+    assert act(bob, candidate, "approve", reason="read it").status_code == 400  # no revision: nothing
     assert [a for a, _ in history(candidate)][-1] == "waive"
     revision = wf.active_revision
-    resp = post(bob, candidate, "approve", reason="read it against the source", expected_revision=revision)
+    resp = act(bob, candidate, "approve", reason="read it against the source", expected_revision=revision)
     assert resp.status_code == 302
     candidate.refresh_from_db()
     wf.refresh_from_db()
@@ -139,11 +138,11 @@ def test_approve_makes_the_summary_live_in_the_same_action(incident, bob):
 
 def test_approve_with_a_stale_revision_keeps_the_approval_and_offers_activate(incident, bob):
     wf = incident.workflow
-    ContextPolicy.objects.create(tenant=wf.tenant, workflow=wf, require_approval=True)
+    require_approval(wf.tenant, wf)
     candidate = over_budget(wf)
     lifecycle.waive(candidate, ["token_budget"], REVIEWER, "budget too tight")
     revision = wf.active_revision
-    resp = post(bob, candidate, "approve", reason="fine", expected_revision=revision - 1)
+    resp = act(bob, candidate, "approve", reason="fine", expected_revision=revision - 1)
     assert resp.status_code == 302
     page = bob.web.get(resp["Location"]).content.decode()
     assert "approved, but not activated" in page
@@ -152,7 +151,7 @@ def test_approve_with_a_stale_revision_keeps_the_approval_and_offers_activate(in
     assert history(candidate)[-2:] == [("approve", "applied"), ("activate", "stale")]
     assert [s.name for s in available_actions(candidate, bob.role)] == ["activate", "reject", "quarantine"]
     assert f'value="{revision}"' in page and 'data-action="activate"' in page
-    resp = post(bob, candidate, "activate", reason="now", expected_revision=revision)
+    resp = act(bob, candidate, "activate", reason="now", expected_revision=revision)
     assert resp.status_code == 302
     candidate.refresh_from_db()
     assert candidate.status == "ACTIVE"
@@ -161,7 +160,7 @@ def test_approve_with_a_stale_revision_keeps_the_approval_and_offers_activate(in
 def test_waive_without_checks_is_400(incident, bob):
     wf = incident.workflow
     candidate = over_budget(wf)
-    resp = post(bob, candidate, "waive", reason="why not")
+    resp = act(bob, candidate, "waive", reason="why not")
     assert resp.status_code == 400
     assert [a for a, _ in history(candidate)] == ["validate"]
 
@@ -169,23 +168,23 @@ def test_waive_without_checks_is_400(incident, bob):
 def test_rollback_with_the_revision_seen_and_a_stale_one(incident, bob):
     wf = incident.workflow
     revision = wf.active_revision
-    stale = post(bob, incident.s2, "rollback", reason="S3 drops the 401 rule", expected_revision=revision - 1)
+    stale = act(bob, incident.s2, "rollback", reason="S3 drops the 401 rule", expected_revision=revision - 1)
     assert stale.status_code == 409
     assert "stale" in stale.content.decode().lower() or "revision" in stale.content.decode()
     assert history(incident.s2)[-1] == ("rollback", "stale")
-    ok = post(bob, incident.s2, "rollback", reason="S3 drops the 401 rule", expected_revision=revision)
+    ok = act(bob, incident.s2, "rollback", reason="S3 drops the 401 rule", expected_revision=revision)
     assert ok.status_code == 302
     wf.refresh_from_db()
     assert wf.active_summary_id == incident.s2.pk and wf.active_revision == revision + 1
     assert history(incident.s2)[-1] == ("rollback", "applied")
-    missing = post(bob, incident.s1, "rollback", reason="x")
+    missing = act(bob, incident.s1, "rollback", reason="x")
     assert missing.status_code == 400
 
 
 def test_action_refused_by_the_state_machine_is_shown(incident, bob):
-    resp = post(bob, incident.s3, "release", reason="not quarantined")
+    resp = act(bob, incident.s3, "release", reason="not quarantined")
     assert resp.status_code == 403  # release is admin-only, before any state check
-    resp = post(bob, incident.s3, "waive", reason="nothing failed", checks=["token_budget"])
+    resp = act(bob, incident.s3, "waive", reason="nothing failed", checks=["token_budget"])
     assert resp.status_code == 409
     assert history(incident.s3)[-1][1] == "refused"
 
@@ -236,11 +235,7 @@ def test_comments_on_a_summary_are_audited_and_need_a_reviewer(incident, bob, ca
     r = bob.api.post(url_api, {"text": "S3 lacks the 401 rule; see T57."}, format="json")
     assert r.status_code == 201 and r.json()["author"].startswith("api_key:bob")
     # The page form goes through the same service.
-    bob.web.get("/audit/")
-    token = bob.web.cookies["csrftoken"].value
-    resp = bob.web.post(
-        f"/summaries/{s3.summary_id}/comments/", {"csrfmiddlewaretoken": token, "text": "Agreed."}
-    )
+    resp = form_post(bob.web, f"/summaries/{s3.summary_id}/comments/", {"text": "Agreed."})
     assert resp.status_code == 302 and resp["Location"].endswith(
         f"#comment-{SummaryComment.objects.last().pk}"
     )

@@ -5,7 +5,8 @@ count_tokens_approximately before every model call, or an exact tiktoken recount
 Three MemoryHub figures are measured: the engine (arithmetic on the totals), the decision as the
 service makes it (one statement for totals + policy + newest summary status, then the engine: what
 replaces the recount) and the logged call (the decision plus its TriggerDecision row: a "continue"
-committed asynchronously on PostgreSQL, and a "compact" committed synchronously). Transactional
+buffered and written in batches, its share of the batch writes timed with it, and a "compact"
+committed synchronously). Transactional
 database access, so the logged call runs as it does in a request (its own transaction). The full
 1k/10k/100k table is ``manage.py bench_triggers``.
 """
@@ -34,7 +35,7 @@ def test_decision_latency_is_flat_and_beats_whole_history_recounts():
     assert large["logged_speedup_vs_tiktoken"] >= 10, report
     assert large["logged_compact_speedup_vs_tiktoken"] >= 10, report
     if large["langchain_middleware"] and connection.vendor == "postgresql":
-        # The logged "continue" (asynchronous commit) ≥ 10× LangChain's middleware check at 10k.
+        # The logged "continue" (buffered row) ≥ 10× LangChain's middleware check at 10k.
         assert large["logged_speedup_vs_middleware"] >= 10, report
     # Flat: 10× more history must not make MemoryHub meaningfully slower (recounts grow ~10×).
     for key in ("memoryhub_engine", "memoryhub_decision", "memoryhub_logged", "memoryhub_logged_compact"):

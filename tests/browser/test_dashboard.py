@@ -14,7 +14,7 @@ from memoryhub.demo import loader, scenario
 from memoryhub.memory import lifecycle
 from memoryhub.memory.summaries import create_summary
 from memoryhub.models import Summary, SummaryStatus, Workflow
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 from triggers.services import decide
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

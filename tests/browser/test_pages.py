@@ -14,7 +14,7 @@ from memoryhub.context.traces import record_artifact, record_trace
 from memoryhub.core.actors import Actor
 from memoryhub.demo import loader, other, scenario
 from memoryhub.models import Artifact, ConsumerTrace, Summary, Workflow
-from tests.helpers import append
+from tests.factories import append
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

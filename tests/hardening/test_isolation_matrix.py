@@ -152,7 +152,7 @@ API: dict[str, Api] = {
         body=lambda w: {"expected_revision": _revision(SEED_WF), "reason": "h9 rollback"},
     ),
     "POST summaries/{summary_id}/approve/": Api(
-        R, "object", 200, _sid("validated"), body=lambda w: {"reason": "ok"}
+        R, "object", 200, _sid("awaiting"), body=lambda w: {"reason": "ok"}
     ),
     "GET summaries/{summary_id}/comments/": Api(V, "object", 200, _sid("active")),
     "POST summaries/{summary_id}/comments/": Api(
@@ -558,12 +558,13 @@ PAGES: dict[str, Page] = {
 }
 # One entry per review action of the summary-action page.
 REVIEW_ACTIONS: dict[str, Page] = {
+    "validate": Page("object", _sid("candidate"), get=R, post=R, data=lambda w: {}),
     "approve": Page(
         "object",
-        _sid("validated"),
+        _sid("awaiting"),
         get=R,
         post=R,
-        data=lambda w: {"reason": "ok", "expected_revision": str(_revision(REVIEW_WF))},
+        data=lambda w: {"reason": "ok", "expected_revision": str(_revision(f"{REVIEW_WF}-approval"))},
     ),
     "activate": Page(
         "object",

@@ -40,7 +40,7 @@ from memoryhub.models import (
 from memoryhub.observe.alerting import services as alerting
 from memoryhub.pipeline.jobs import request_compaction
 from tests.conftest import Party
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 from triggers import services as triggers
 
 BUILDER = Actor.system("tests.hardening")
@@ -178,11 +178,18 @@ def _review_targets(tenant: Tenant) -> dict[str, str]:
     rejected.refresh_from_db()
     assert rejected.status == SummaryStatus.REJECTED, rejected.status
     assert quarantined.status == SummaryStatus.QUARANTINED, quarantined.status
+    # Approve is offered (and accepted) only where the policy asks for it.
+    gated = make_workflow(tenant, f"{REVIEW_WF}-approval")
+    _events(gated, 10, "ap")
+    triggers.save_policy(tenant, {"require_approval": True}, BUILDER, workflow=gated, partial=True)
+    awaiting = lifecycle.validate(_summary(gated, 10, "awaiting"), BUILDER)
+    assert awaiting.status == SummaryStatus.VALIDATED, awaiting.status
     seed = Workflow.objects.get(tenant=tenant, external_id=scenario.WORKFLOW_ID)
     superseded = Summary.objects.filter(workflow=seed, status=SummaryStatus.SUPERSEDED).order_by("-version")
     return {
         "candidate": candidate.summary_id,
         "validated": validated.summary_id,
+        "awaiting": awaiting.summary_id,  # VALIDATED under require_approval
         "rejected": rejected.summary_id,
         "quarantined": quarantined.summary_id,
         "superseded": superseded.first().summary_id,  # S2 of the seed workflow (rollback target)

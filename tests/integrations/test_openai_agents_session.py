@@ -14,7 +14,8 @@ import pytest
 from openai import AsyncOpenAI
 
 from memoryhub.client import MemoryHubClient
-from memoryhub.core.opaque import OPAQUE_SCHEMA, validation_result
+from memoryhub.core.checks import validation_result
+from memoryhub.core.opaque import OPAQUE_SCHEMA
 from memoryhub.examples.openai_agents_example import compact_handler, run_example
 from memoryhub.integrations.openai_agents import COMPACTOR_NAME, MemoryHubSession
 from memoryhub.models import Event, Summary, Workflow

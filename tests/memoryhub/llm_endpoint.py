@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.helpers import send_json
+
 
 @dataclass
 class FakeLLM:
@@ -68,15 +70,7 @@ def fake_llm() -> Iterator[FakeLLM]:
             if state.gate is not None:
                 state.gate.wait(timeout=120)
             time.sleep(state.delay)
-            payload = state.body(status)
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (timeout, or its worker was killed)
+            send_json(self, status, state.body(status))
 
         def log_message(self, *args: Any) -> None:
             pass

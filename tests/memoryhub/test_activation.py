@@ -25,18 +25,18 @@ from memoryhub.core.errors import DomainError
 from memoryhub.memory import lifecycle
 from memoryhub.memory.events import append_events, parse_batch, tokens_through
 from memoryhub.models import LifecycleEvent, Summary, Workflow
-from tests.helpers import event
-from tests.memoryhub.summary_helpers import (
+from tests.factories import (
     COMPACTOR,
     REVIEWER,
     WORKER,
     activated,
     build_workflow,
     candidate,
-    post,
+    event,
+    require_approval,
     validated,
 )
-from triggers.models import ContextPolicy
+from tests.helpers import post
 
 ADMIN = Actor.user("alice")
 
@@ -275,7 +275,7 @@ def _setup_mix(tenant, n_workflows: int) -> list[Workflow]:
         )  # REJECTED
         workflows.append(wf)
     # One workflow holds validated summaries for approval.
-    ContextPolicy.objects.create(tenant=tenant, workflow=workflows[0], require_approval=True)
+    require_approval(tenant, workflows[0])
     return workflows
 
 

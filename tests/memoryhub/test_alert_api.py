@@ -12,23 +12,14 @@ from django.test.utils import CaptureQueriesContext
 from audit.models import AuditEntry
 from memoryhub.celery import app as celery_app
 from memoryhub.models import AlertEvaluation, AlertEvent, AlertRule, Channel, Notification
-from tests.helpers import make_workflow
-
-from .alert_helpers import T0, Receiver, frozen, lifecycle, summary
+from memoryhub.models.alerts import RULE_DEFINITION_FIELDS
+from tests.factories import activated, build_workflow, only_rule, stale_activation
+from tests.helpers import T0, frozen
 
 pytestmark = pytest.mark.django_db
 
 RULES = "/api/v1/alert-rules/"
 CHANNELS = "/api/v1/channels/"
-
-
-@pytest.fixture
-def receiver(settings):
-    # The receiver listens on loopback, which channels may only reach through the allow-list.
-    settings.MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = ["127.0.0.1/32"]
-    server = Receiver().start()
-    yield server
-    server.stop()
 
 
 def create_channel(api, **body):
@@ -128,6 +119,10 @@ def test_rule_crud_with_channels(api, tenant):
     assert rule["channels"] == [cid] and rule["aggregation"] == "sum"  # the metric's default
     assert rule["state"] == "ok" and rule["muted"] is False and rule["next_eval_at"] is not None
     rid = rule["id"]
+    stored = AlertRule.objects.get(pk=rid)
+    assert {k: rule[k] for k in RULE_DEFINITION_FIELDS} == stored.definition()
+    created = AuditEntry.objects.get(tenant=tenant, action="alert_rule.create")
+    assert created.data == {**stored.definition(), "enabled": True, "channels": [cid]}
 
     patched = api.patch(f"{RULES}{rid}/", {"critical_threshold": 3, "channels": []}, format="json")
     assert patched.status_code == 200, patched.json()
@@ -276,27 +271,26 @@ def test_mute_and_unmute(api, tenant):
     assert "alert_rule.mute" in actions and "alert_rule.unmute" in actions
 
 
-def test_enable_clears_a_disabled_channel(api, tenant):
-    cid = create_channel(api).json()["id"]
-    Channel.objects.filter(pk=cid).update(
-        disabled_at=T0, disabled_reason="permanent delivery error: HTTP 410", last_error="HTTP 410"
-    )
-    assert api.get(f"{CHANNELS}{cid}/").json()["enabled"] is False
+def test_enable_clears_a_disabled_channel(api, tenant, receiver):
+    from memoryhub.observe.alerting.deliver import send_test
+
+    cid = create_channel(api, url=receiver.url("/status/410")).json()["id"]
+    (failed,) = send_test(channel_id=cid)  # a permanent error disables the channel
+    assert not failed.ok
+    disabled = api.get(f"{CHANNELS}{cid}/").json()
+    assert disabled["enabled"] is False and "HTTP 410" in disabled["disabled_reason"]
     body = api.post(f"{CHANNELS}{cid}/enable/").json()
     assert body["enabled"] is True and body["disabled_reason"] == "" and body["last_error"] == ""
     assert AuditEntry.objects.filter(tenant=tenant, action="channel.enable").count() == 1
 
 
 def test_alerts_list_shows_flips_newest_first_and_filters(api, tenant):
-    AlertRule.objects.filter(tenant=tenant).update(enabled=False)
-    rule = AlertRule.objects.create(
-        tenant=tenant, name="r", metric="stale_activation_attempts", critical_threshold=0, next_eval_at=T0
-    )
-    wf = make_workflow(tenant, "wf")
     from memoryhub.observe.alerting.evaluate import evaluate_due_rules
 
+    summary = activated(build_workflow(tenant, "wf", n=10))
     with frozen(T0):
-        lifecycle(summary(wf, 1), "stale")
+        rule = only_rule(tenant, name="r")
+        stale_activation(summary)
         evaluate_due_rules()
     with frozen(T0 + timedelta(minutes=20)):
         evaluate_due_rules()
@@ -327,9 +321,9 @@ def test_rule_list_query_count_does_not_grow_with_rules(api, tenant):
 
 
 def test_metrics_snapshot_and_series(api, tenant):
-    wf = make_workflow(tenant, "pay-1")
+    summary = activated(build_workflow(tenant, "pay-1", n=10))
     with frozen(T0 - timedelta(minutes=3)):
-        lifecycle(summary(wf, 1), "stale")
+        stale_activation(summary)
     with frozen(T0):
         snap = api.get("/api/v1/metrics/", {"window_minutes": 10}).json()
         assert snap["metrics"]["stale_activation_attempts"] == 1

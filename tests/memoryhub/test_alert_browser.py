@@ -11,7 +11,9 @@ from django.db import connections
 from django.utils import timezone
 
 from memoryhub.models import AlertEvaluation, AlertRule
+from memoryhub.observe.alerting.evaluate import evaluate_rule
 from tests.conftest import PASSWORD
+from tests.factories import activated, add_tokens, content_for, make_workflow
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -54,17 +56,17 @@ def log_in(page, live_server, username: str) -> None:
 
 def test_rule_history_chart_is_drawn_and_a_rule_is_muted(page, live_server, alice, tenant):
     rule = AlertRule.objects.get(tenant=tenant, metric="tail_budget_fraction")
+    wf = make_workflow(tenant, "wf")
     now = timezone.now()
-    for i, (value, state) in enumerate([(0.2, "ok"), (0.85, "warning"), (1.3, "critical"), (0.5, "ok")]):
-        AlertEvaluation.objects.create(
-            rule=rule,
-            at=now - timedelta(minutes=4 - i),
-            value=value,
-            sample=value,
-            state=state,
-            warning_threshold=0.8,
-            critical_threshold=1.0,
-        )
+    # Tail over the 18,000-token budget: 0.2 (ok), 0.85 (warning), 1.3 (critical), then compacted.
+    for minutes_ago, tokens in ((4, 3_600), (3, 11_700), (2, 8_100)):
+        add_tokens(wf, tokens)
+        evaluate_rule(rule, now - timedelta(minutes=minutes_ago))
+    add_tokens(wf, 9_000)
+    activated(wf, 1, 3, content=content_for(1, 3, narrative="Filler."))
+    evaluate_rule(rule, now - timedelta(minutes=1))
+    samples = AlertEvaluation.objects.filter(rule=rule).order_by("at").values_list("sample", "state")
+    assert list(samples) == [(0.2, "ok"), (0.85, "warning"), (1.3, "critical"), (0.5, "critical")]
     log_in(page, live_server, "alice")
     page.goto(f"{live_server.url}/alerts/rules/{rule.pk}/")
     page.wait_for_selector("#rule-history-chart.js-plotly-plot", timeout=15_000)

@@ -15,52 +15,30 @@ from memoryhub.models import AlertEvent, AlertRule, Channel, Notification
 from memoryhub.observe.alerting import deliver
 from memoryhub.observe.alerting.deliver import MAX_ATTEMPTS, deliver_pending, send_test
 from memoryhub.observe.alerting.evaluate import evaluate_due_rules
+from memoryhub.observe.alerting.services import update_channel
 from memoryhub.observe.alerting.transports import webhook
 from memoryhub.observe.alerting.transports.base import Message
-from tests.helpers import make_workflow
-
-from .alert_helpers import T0, Receiver, frozen, lifecycle, summary
+from tests.factories import ADMIN, activated, alert_channel, build_workflow, only_rule, stale_activation
+from tests.helpers import T0, frozen
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def receiver(settings):
-    # The receiver listens on loopback, which channels may only reach through the allow-list.
-    settings.MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = ["127.0.0.1/32"]
-    server = Receiver().start()
-    yield server
-    server.stop()
-
-
 def make_channel(tenant, receiver, path="/ok", *, kind="webhook", secret=None, **fields) -> Channel:
-    values = {"url": receiver.url(path), "secret": receiver.secret if secret is None else secret}
-    values.update(fields)
-    return Channel.objects.create(tenant=tenant, kind=kind, name=f"{kind}{path}", **values)
+    values = {"url": receiver.url(path), "secret": receiver.secret if secret is None else secret, **fields}
+    return alert_channel(tenant, kind=kind, name=f"{kind}{path}", **values)
 
 
 def stale_rule(tenant, *channels, **fields) -> AlertRule:
-    AlertRule.objects.filter(tenant=tenant).update(enabled=False)
-    rule = AlertRule.objects.create(
-        tenant=tenant,
-        name="Stale activations",
-        metric="stale_activation_attempts",
-        aggregation="sum",
-        comparator="gt",
-        critical_threshold=0,
-        window_minutes=15,
-        next_eval_at=T0,
-        **fields,
-    )
-    rule.channels.set(channels)
-    return rule
+    with frozen(T0):  # due at T0
+        return only_rule(tenant, *channels, **fields)
 
 
 def go_critical(tenant) -> AlertEvent:
     """One stale activation, one evaluation: an ok → critical flip."""
-    wf = make_workflow(tenant, "wf")
+    summary = activated(build_workflow(tenant, "wf", n=10))
     with frozen(T0):
-        lifecycle(summary(wf, 1), "stale")
+        stale_activation(summary)
         (outcome,) = evaluate_due_rules()
     assert outcome.flip is not None
     return outcome.flip
@@ -82,7 +60,8 @@ def test_webhook_is_signed_and_resolves_on_recovery(tenant, receiver):
     assert body["event"] == "alert"
     assert (body["from_state"], body["to_state"], body["value"]) == ("ok", "critical", 1)
     assert body["tenant"] == "acme" and body["alert_id"] == flip.pk
-    assert body["rule"]["metric"] == "stale_activation_attempts" and body["rule"]["id"] == rule.pk
+    assert body["rule"] == {"id": rule.pk, **rule.definition(), "url": f"/alerts/rules/{rule.pk}/"}
+    assert body["rule"]["metric"] == "stale_activation_attempts"
     flip.refresh_from_db()
     assert flip.processed_at is not None
     assert deliver_pending() == []  # processed flips are never sent twice
@@ -140,8 +119,13 @@ def test_permanent_error_disables_the_channel_with_an_audit_entry(tenant, receiv
     assert Notification.objects.filter(channel=broken).count() == 1
 
 
+@pytest.mark.impossible_state(
+    "the channel services refuse a non-http(s) URL; a row from before that check must still fail once"
+)
 def test_invalid_url_is_permanent(tenant, receiver):
-    channel = make_channel(tenant, receiver, url="ftp://example.invalid/hook")
+    channel = Channel.objects.create(
+        tenant=tenant, kind="webhook", name="ftp", url="ftp://example.invalid/hook"
+    )
     stale_rule(tenant, channel)
     go_critical(tenant)
     (notification,) = deliver_pending()
@@ -178,7 +162,7 @@ def test_a_retry_that_succeeds_stops_retrying(tenant, receiver):
     stale_rule(tenant, channel)
     flip = go_critical(tenant)
     assert not deliver_pending()[0].ok
-    Channel.objects.filter(pk=channel.pk).update(url=receiver.url("/ok"))  # the receiver recovered
+    update_channel(channel, {"url": receiver.url("/ok")}, ADMIN)  # the receiver recovered
     assert deliver_pending()[0].ok
     flip.refresh_from_db()
     assert flip.processed_at is not None
@@ -187,7 +171,7 @@ def test_a_retry_that_succeeds_stops_retrying(tenant, receiver):
 
 
 def test_timeout_is_transient(tenant, receiver):
-    channel = make_channel(tenant, receiver, "/sleep/2", timeout_seconds=0.3)
+    channel = make_channel(tenant, receiver, "/sleep/2", timeout_seconds=0.5)
     stale_rule(tenant, channel)
     go_critical(tenant)
     (notification,) = deliver_pending()
@@ -207,7 +191,7 @@ def test_connection_refused_is_transient(tenant, receiver):
 
 
 def test_email_channel_uses_the_django_email_backend(tenant, receiver):
-    channel = Channel.objects.create(tenant=tenant, kind="email", name="on-call", email="oncall@example.com")
+    channel = alert_channel(tenant, kind="email", name="on-call", email="oncall@example.com")
     stale_rule(tenant, channel)
     go_critical(tenant)
     (notification,) = deliver_pending()

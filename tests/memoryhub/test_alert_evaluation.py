@@ -13,36 +13,27 @@ from memoryhub.accounts.alerts_defaults import DEFAULT_RULES
 from memoryhub.models import AlertEvaluation, AlertEvent, AlertRule
 from memoryhub.observe.alerting import evaluate
 from memoryhub.observe.alerting.evaluate import classify, evaluate_due_rules, evaluate_rule
-from memoryhub.observe.alerting.services import clean_rule
-from tests.helpers import make_workflow
-
-from .alert_helpers import T0, frozen, lifecycle, set_totals, summary
+from memoryhub.observe.alerting.services import clean_rule, update_rule
+from tests import factories as f
+from tests.factories import ADMIN, add_tokens, build_workflow, make_workflow
+from tests.helpers import T0, frozen
 
 pytestmark = pytest.mark.django_db
 
 
+SPEC = {"name": "stale", "warning_threshold": 0, "critical_threshold": 2, "interval_seconds": 60}
+
+
 def only_rule(tenant, **fields) -> AlertRule:
-    """A rule on stale activations (counter) unless told otherwise; the defaults are switched off."""
-    AlertRule.objects.filter(tenant=tenant).update(enabled=False)
-    spec = {
-        "name": "stale",
-        "metric": "stale_activation_attempts",
-        "aggregation": "sum",
-        "comparator": "gt",
-        "warning_threshold": 0,
-        "critical_threshold": 2,
-        "window_minutes": 15,
-        "interval_seconds": 60,
-        "next_eval_at": T0,
-    }
-    spec.update(fields)
-    return AlertRule.objects.create(tenant=tenant, **spec)
+    """A rule on stale activations (counter) unless told otherwise, due at T0; the others are off."""
+    with frozen(T0):
+        return f.only_rule(tenant, **{**SPEC, **fields})
 
 
 def stale(workflow, n: int = 1) -> None:
-    s = workflow.summaries.first() or summary(workflow, 1)
+    summary = workflow.active_summary or f.activated(workflow)
     for _ in range(n):
-        lifecycle(s, "stale")
+        f.stale_activation(summary)
 
 
 @pytest.mark.parametrize(
@@ -86,7 +77,7 @@ def test_every_new_tenant_gets_valid_default_rules_due_at_once(tenant):
 
 
 def test_flips_only_on_change_and_every_evaluation_is_stored(tenant):
-    wf = make_workflow(tenant, "wf")
+    wf = build_workflow(tenant, "wf", n=10)
     rule = only_rule(tenant)
     results = []
     with frozen(T0):
@@ -133,7 +124,7 @@ def test_rules_are_due_by_next_eval_at_and_rescheduled_by_their_interval(tenant)
         assert evaluate_due_rules() == []  # not due yet
     with frozen(T0 + timedelta(minutes=5)):
         assert len(evaluate_due_rules()) == 1
-    AlertRule.objects.filter(pk=rule.pk).update(enabled=False)
+    update_rule(rule, {"enabled": False}, ADMIN)
     with frozen(T0 + timedelta(hours=1)):
         assert evaluate_due_rules() == []  # disabled rules are never due
 
@@ -156,10 +147,13 @@ def test_gauge_max_over_the_window_reduces_the_rules_samples(tenant):
         critical_threshold=10_000,
         window_minutes=10,
     )
-    set_totals(wf, tail_tokens=12_000)
+    add_tokens(wf, 11_000)
+    add_tokens(wf, 1_000)
     with frozen(T0):
         evaluate_rule(rule)
-    set_totals(wf, tail_tokens=1_000)  # compacted since
+    f.activated(
+        wf, 1, 1, content=f.content_for(1, 1, narrative="Event 1 is filler.")
+    )  # compacted: 1,000 tail tokens left
     with frozen(T0 + timedelta(minutes=5)):
         outcome = evaluate_rule(rule)
     assert (outcome.evaluation.sample, outcome.evaluation.value) == (
@@ -173,13 +167,13 @@ def test_gauge_max_over_the_window_reduces_the_rules_samples(tenant):
     assert outcome.flip is not None and (outcome.flip.from_state, outcome.flip.to_state) == ("critical", "ok")
 
     rule.aggregation = "last"
-    set_totals(wf, tail_tokens=6_000)
+    add_tokens(wf, 5_000)
     with frozen(T0 + timedelta(minutes=12)):
         assert evaluate_rule(rule).evaluation.value == 6_000
 
 
 def test_workflow_filter_scopes_the_rule(tenant):
-    pay = make_workflow(tenant, "payments-1")
+    pay = build_workflow(tenant, "payments-1", n=10)
     make_workflow(tenant, "shipping-1")
     rule = only_rule(tenant, workflow_filter="shipping-")
     with frozen(T0):
@@ -189,7 +183,7 @@ def test_workflow_filter_scopes_the_rule(tenant):
 
 
 def test_muted_rules_still_evaluate_and_flip(tenant):
-    wf = make_workflow(tenant, "wf")
+    wf = build_workflow(tenant, "wf", n=10)
     rule = only_rule(tenant, muted_until=T0 + timedelta(hours=1))
     with frozen(T0):
         stale(wf, 5)
@@ -200,6 +194,9 @@ def test_muted_rules_still_evaluate_and_flip(tenant):
     assert rule.state == "critical"
 
 
+@pytest.mark.impossible_state(
+    "create_rule refuses an unknown metric; a rule whose metric left the registry must not stop the others"
+)
 def test_a_broken_rule_does_not_stop_the_others(tenant):
     only_rule(tenant)
     AlertRule.objects.create(
@@ -250,10 +247,9 @@ def test_two_workers_racing_for_one_rule_evaluate_it_once(tenant, monkeypatch):
 @pytest.mark.django_db(transaction=True)
 def test_four_workers_evaluate_each_of_many_due_rules_exactly_once(tenant):
     only_rule(tenant)
-    for i in range(24):
-        only_rule(tenant, name=f"rule-{i}")
-    AlertRule.objects.filter(tenant=tenant, name__startswith="rule-").update(enabled=True)
-    AlertRule.objects.filter(tenant=tenant, name="stale").update(enabled=True)
+    with frozen(T0):
+        for i in range(24):
+            f.alert_rule(tenant, **{**SPEC, "name": f"rule-{i}"})
     start = threading.Barrier(4, timeout=10)
     done: list[int] = []
 
@@ -279,16 +275,13 @@ def test_four_workers_evaluate_each_of_many_due_rules_exactly_once(tenant):
 
 
 def test_changing_what_a_rule_measures_drops_old_samples_from_the_window(tenant):
-    from memoryhub.core.actors import Actor
-    from memoryhub.observe.alerting.services import update_rule
-
-    set_totals(make_workflow(tenant, "big-1"), tail_tokens=20_000)
-    set_totals(make_workflow(tenant, "small-1"), tail_tokens=100)
+    add_tokens(make_workflow(tenant, "big-1"), 20_000)
+    add_tokens(make_workflow(tenant, "small-1"), 100)
     rule = only_rule(tenant, name="tail", metric="tail_tokens", aggregation="max", critical_threshold=10_000)
     with frozen(T0):
         assert evaluate_rule(rule).evaluation.state == "critical"
     with frozen(T0 + timedelta(minutes=1)):
-        update_rule(rule, {"workflow_filter": "small-"}, Actor.user("alice"))
+        update_rule(rule, {"workflow_filter": "small-"}, ADMIN)
         outcome = evaluate_rule(rule)
     assert outcome.evaluation.value == 100  # not the 20,000 peak of another scope
     assert AlertEvaluation.objects.filter(rule=rule).count() == 2  # the history stays on the chart

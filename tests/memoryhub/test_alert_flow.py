@@ -16,27 +16,15 @@ from memoryhub.memory import lifecycle
 from memoryhub.models import AlertEvaluation, AlertRule, Channel, Notification
 from memoryhub.observe.alerting.deliver import deliver_pending
 from memoryhub.observe.alerting.evaluate import evaluate_due_rules
+from memoryhub.observe.alerting.services import update_rule
 from memoryhub.observe.metrics import compute
-
-from .alert_helpers import Receiver
-from .summary_helpers import WORKER, activated, build_workflow, candidate, validated
-
-
-@pytest.fixture
-def receiver(settings):
-    # The receiver listens on loopback, which channels may only reach through the allow-list.
-    settings.MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = ["127.0.0.1/32"]
-    server = Receiver().start()
-    yield server
-    server.stop()
+from tests.factories import ADMIN, WORKER, activated, alert_channel, build_workflow, candidate, validated
 
 
 def webhook(tenant, receiver) -> Channel:
-    channel = Channel.objects.create(
-        tenant=tenant, kind="webhook", name="ops", url=receiver.url("/hook"), secret=receiver.secret
-    )
+    channel = alert_channel(tenant, name="ops", url=receiver.url("/hook"), secret=receiver.secret)
     for rule in AlertRule.objects.filter(tenant=tenant, is_default=True):
-        rule.channels.add(channel)
+        update_rule(rule, {"channels": [channel.pk]}, ADMIN)
     return channel
 
 

@@ -13,18 +13,21 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memoryhub.models import AlertRule, Channel
+from memoryhub.observe.alerting.deliver import SYSTEM_ACTOR, disable_channel
 from memoryhub.observe.alerting.evaluate import evaluate_due_rules
-from tests.helpers import make_workflow
-
-from .alert_helpers import T0, frozen, lifecycle, summary
+from memoryhub.observe.alerting.services import update_rule
+from tests.factories import (
+    ADMIN,
+    activated,
+    alert_channel,
+    alert_rule,
+    build_workflow,
+    only_rule,
+    stale_activation,
+)
+from tests.helpers import T0, form_post, frozen
 
 pytestmark = pytest.mark.django_db
-
-
-def post(party, url, data=None):
-    party.web.get("/alerts/")  # sets the CSRF cookie
-    token = party.web.cookies["csrftoken"].value
-    return party.web.post(url, {**(data or {}), "csrfmiddlewaretoken": token})
 
 
 def rule_form(**overrides):
@@ -46,23 +49,14 @@ def rule_form(**overrides):
 
 @pytest.fixture
 def hook(tenant):
-    return Channel.objects.create(
-        tenant=tenant, kind="webhook", name="ops", url="https://hooks.example.com/x", secret="k"
-    )
+    return alert_channel(tenant, name="ops", url="https://hooks.example.com/x", secret="k")
 
 
 def test_index_lists_rules_with_state_channels_and_flips(alice, tenant, hook):
-    AlertRule.objects.filter(tenant=tenant).update(enabled=False)
-    rule = AlertRule.objects.create(
-        tenant=tenant,
-        name="Stale!",
-        metric="stale_activation_attempts",
-        critical_threshold=0,
-        next_eval_at=T0,
-    )
-    rule.channels.add(hook)
+    summary = activated(build_workflow(tenant, "wf", n=10))
     with frozen(T0):
-        lifecycle(summary(make_workflow(tenant, "wf"), 1), "stale")
+        rule = only_rule(tenant, hook, name="Stale!")
+        stale_activation(summary)
         evaluate_due_rules()
     html = alice.web.get("/alerts/").content.decode()
     row = re.search(rf'<tr data-rule-id="{rule.pk}">.*?</tr>', html, re.S).group(0)
@@ -79,19 +73,19 @@ def test_viewer_reads_but_cannot_change(carol, tenant, hook):
     assert "New rule" not in html and ">Test<" not in html
     assert carol.web.get(f"/alerts/rules/{rule.pk}/").status_code == 200
     assert carol.web.get("/alerts/rules/new/").status_code == 403
-    assert post(carol, "/alerts/rules/new/", rule_form()).status_code == 403
-    assert post(carol, f"/alerts/rules/{rule.pk}/mute/", {"minutes": "60"}).status_code == 403
-    assert post(carol, f"/alerts/channels/{hook.pk}/test/").status_code == 403
-    assert post(carol, f"/alerts/channels/{hook.pk}/enable/").status_code == 403
+    assert form_post(carol.web, "/alerts/rules/new/", rule_form()).status_code == 403
+    assert form_post(carol.web, f"/alerts/rules/{rule.pk}/mute/", {"minutes": "60"}).status_code == 403
+    assert form_post(carol.web, f"/alerts/channels/{hook.pk}/test/").status_code == 403
+    assert form_post(carol.web, f"/alerts/channels/{hook.pk}/enable/").status_code == 403
     assert not AlertRule.objects.filter(name="Tail pressure").exists()
 
 
 def test_reviewer_cannot_change_either(bob, tenant):
-    assert post(bob, "/alerts/rules/new/", rule_form()).status_code == 403
+    assert form_post(bob.web, "/alerts/rules/new/", rule_form()).status_code == 403
 
 
 def test_admin_creates_and_edits_a_rule(alice, tenant, hook):
-    response = post(alice, "/alerts/rules/new/", rule_form(channels=[str(hook.pk)]))
+    response = form_post(alice.web, "/alerts/rules/new/", rule_form(channels=[str(hook.pk)]))
     assert response.status_code == 302
     rule = AlertRule.objects.get(tenant=tenant, name="Tail pressure")
     assert response["Location"] == f"/alerts/rules/{rule.pk}/"
@@ -99,8 +93,8 @@ def test_admin_creates_and_edits_a_rule(alice, tenant, hook):
 
     form = alice.web.get(f"/alerts/rules/{rule.pk}/edit/").content.decode()
     assert 'value="Tail pressure"' in form
-    response = post(
-        alice, f"/alerts/rules/{rule.pk}/edit/", rule_form(critical_threshold="20000", enabled="")
+    response = form_post(
+        alice.web, f"/alerts/rules/{rule.pk}/edit/", rule_form(critical_threshold="20000", enabled="")
     )
     assert response.status_code == 302
     rule.refresh_from_db()
@@ -108,32 +102,24 @@ def test_admin_creates_and_edits_a_rule(alice, tenant, hook):
 
 
 def test_form_shows_service_validation_errors(alice, tenant):
-    response = post(alice, "/alerts/rules/new/", rule_form(warning_threshold="50000"))
+    response = form_post(alice.web, "/alerts/rules/new/", rule_form(warning_threshold="50000"))
     assert response.status_code == 200
     assert "must be at or above the warning threshold" in unescape(response.content.decode())
-    response = post(
-        alice, "/alerts/rules/new/", rule_form(metric="stale_activation_attempts", aggregation="max")
+    response = form_post(
+        alice.web, "/alerts/rules/new/", rule_form(metric="stale_activation_attempts", aggregation="max")
     )
     assert "does not apply to counter metric" in unescape(response.content.decode())
     assert not AlertRule.objects.filter(name="Tail pressure").exists()
 
 
 def test_rule_page_charts_value_against_thresholds(alice, tenant):
-    AlertRule.objects.filter(tenant=tenant).update(enabled=False)
-    rule = AlertRule.objects.create(
-        tenant=tenant,
-        name="stale",
-        metric="stale_activation_attempts",
-        warning_threshold=0,
-        critical_threshold=2,
-        next_eval_at=T0,
-    )
-    wf = make_workflow(tenant, "wf")
-    s = summary(wf, 1)
+    with frozen(T0):
+        rule = only_rule(tenant, name="stale", warning_threshold=0, critical_threshold=2)
+    summary = activated(build_workflow(tenant, "wf", n=10))
     for minute, n in ((0, 0), (1, 1), (2, 2)):
         with frozen(T0 + timedelta(minutes=minute)):
             for _ in range(n):
-                lifecycle(s, "stale")
+                stale_activation(summary)
             evaluate_due_rules()
     with frozen(T0 + timedelta(minutes=3)):
         html = alice.web.get(f"/alerts/rules/{rule.pk}/").content.decode()
@@ -147,40 +133,39 @@ def test_rule_page_charts_value_against_thresholds(alice, tenant):
 
 
 def test_test_send_and_mute_from_the_pages(alice, tenant, hook, django_capture_on_commit_callbacks):
-    rule = AlertRule.objects.filter(tenant=tenant).first()
-    rule.channels.add(hook)
+    rule = update_rule(AlertRule.objects.filter(tenant=tenant).first(), {"channels": [hook.pk]}, ADMIN)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        assert post(alice, f"/alerts/rules/{rule.pk}/test/").status_code == 302
-        assert post(alice, f"/alerts/channels/{hook.pk}/test/").status_code == 302
+        assert form_post(alice.web, f"/alerts/rules/{rule.pk}/test/").status_code == 302
+        assert form_post(alice.web, f"/alerts/channels/{hook.pk}/test/").status_code == 302
     assert len(callbacks) == 2  # queued for the worker, nothing sent here
-    assert post(alice, f"/alerts/rules/{rule.pk}/mute/", {"minutes": "60"}).status_code == 302
+    assert form_post(alice.web, f"/alerts/rules/{rule.pk}/mute/", {"minutes": "60"}).status_code == 302
     rule.refresh_from_db()
     assert rule.muted_until is not None
     html = alice.web.get("/alerts/").content.decode()
     assert "muted" in html and "Unmute" in html
-    post(alice, f"/alerts/rules/{rule.pk}/mute/", {"minutes": "0", "back": "index"})
+    form_post(alice.web, f"/alerts/rules/{rule.pk}/mute/", {"minutes": "0", "back": "index"})
     rule.refresh_from_db()
     assert rule.muted_until is None
-    assert post(alice, f"/alerts/rules/{rule.pk}/mute/", {"minutes": "7"}).status_code == 302  # not a choice
+    assert (
+        form_post(alice.web, f"/alerts/rules/{rule.pk}/mute/", {"minutes": "7"}).status_code == 302
+    )  # not a choice
     rule.refresh_from_db()
     assert rule.muted_until is None
 
 
 def test_disabled_channel_shows_its_reason_and_can_be_re_enabled(alice, tenant, hook):
-    Channel.objects.filter(pk=hook.pk).update(
-        disabled_at=T0, disabled_reason="permanent delivery error: HTTP 410"
-    )
+    disable_channel(hook, "permanent delivery error: HTTP 410", SYSTEM_ACTOR)
     html = alice.web.get("/alerts/").content.decode()
     assert 'data-health="disabled"' in html and "HTTP 410" in html and "Re-enable" in html
-    assert post(alice, f"/alerts/channels/{hook.pk}/enable/").status_code == 302
+    assert form_post(alice.web, f"/alerts/channels/{hook.pk}/enable/").status_code == 302
     hook.refresh_from_db()
     assert hook.disabled_at is None
     assert 'data-health="ok"' in alice.web.get("/alerts/").content.decode()
 
 
 def test_admin_creates_and_edits_channels_without_seeing_the_secret(alice, tenant):
-    response = post(
-        alice,
+    response = form_post(
+        alice.web,
         "/alerts/channels/new/",
         {
             "kind": "webhook",
@@ -195,15 +180,15 @@ def test_admin_creates_and_edits_channels_without_seeing_the_secret(alice, tenan
     assert channel.secret == "sssh"
     page = alice.web.get(f"/alerts/channels/{channel.pk}/").content.decode()
     assert "sssh" not in page and "Signing secret: set" in page
-    post(
-        alice,
+    form_post(
+        alice.web,
         f"/alerts/channels/{channel.pk}/",
         {"name": "hook2", "url": "https://h.example.com/2", "secret": "", "timeout_seconds": "3"},
     )
     channel.refresh_from_db()
     assert (channel.name, channel.secret, channel.timeout_seconds) == ("hook2", "sssh", 3.0)  # blank keeps it
-    response = post(
-        alice,
+    response = form_post(
+        alice.web,
         "/alerts/channels/new/",
         {"kind": "email", "name": "mail", "email": "nope", "timeout_seconds": "5"},
     )
@@ -213,7 +198,7 @@ def test_admin_creates_and_edits_channels_without_seeing_the_secret(alice, tenan
 def test_other_tenants_rules_are_404(mallory, tenant):
     rule = AlertRule.objects.filter(tenant=tenant).first()
     assert mallory.web.get(f"/alerts/rules/{rule.pk}/").status_code == 404
-    assert post(mallory, f"/alerts/rules/{rule.pk}/mute/", {"minutes": "60"}).status_code == 404
+    assert form_post(mallory.web, f"/alerts/rules/{rule.pk}/mute/", {"minutes": "60"}).status_code == 404
 
 
 def test_index_query_count_does_not_grow_with_rules(alice, tenant, hook):
@@ -221,9 +206,7 @@ def test_index_query_count_does_not_grow_with_rules(alice, tenant, hook):
     with CaptureQueriesContext(connection) as few:
         alice.web.get("/alerts/")
     for i in range(15):
-        AlertRule.objects.create(
-            tenant=tenant, name=f"r{i}", metric="tail_tokens", critical_threshold=1
-        ).channels.add(hook)
+        alert_rule(tenant, hook, name=f"r{i}", metric="tail_tokens", critical_threshold=1)
     with CaptureQueriesContext(connection) as many:
         alice.web.get("/alerts/")
     assert len(many.captured_queries) == len(few.captured_queries)

@@ -9,7 +9,7 @@ import pytest
 from django.db import OperationalError, connection
 
 from memoryhub.models import Event, Workflow
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

@@ -16,7 +16,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memoryhub.models import Event
-from tests.helpers import append, append_n, event, make_workflow
+from tests.factories import append, append_n, event, make_workflow
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 

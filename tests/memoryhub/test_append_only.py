@@ -10,9 +10,12 @@ from django.utils import timezone
 from audit.models import AuditEntry, Purge
 from memoryhub.memory import lifecycle
 from memoryhub.models import Event, LifecycleEvent, Summary, ValidationRecord
-from tests.memoryhub.summary_helpers import WORKER, activated, build_workflow
+from tests.factories import WORKER, activated, build_workflow
 
 pytestmark = pytest.mark.django_db
+# The database half of a purge done by hand (a Purge row, then the tombstone UPDATE in SQL), to test
+# the append-only trigger's exception; audit.purge.purge_events is the only writer in the app.
+hand_purge = pytest.mark.impossible_state("a purge tombstone written by hand, not by audit.purge")
 
 
 def refused(sql: str, params: list) -> None:
@@ -64,6 +67,7 @@ def test_events_cannot_be_deleted(history):
     assert Event.objects.filter(workflow=wf).count() == 20
 
 
+@hand_purge
 def test_only_the_purge_tombstone_update_is_allowed_and_only_once(history, tenant):
     wf, _ = history
     purge = Purge.objects.create(
@@ -127,12 +131,16 @@ def test_summary_content_lineage_config_and_hash_cannot_be_updated(history, colu
     )
 
 
+@pytest.mark.impossible_state(
+    "a raw status UPDATE, to show the trigger lets status change (the lifecycle is the only writer in the app)"
+)
 def test_summary_status_may_change_but_rows_never_disappear(history):
     _, s1 = history
     assert allowed("UPDATE memoryhub_summary SET status = 'QUARANTINED' WHERE id = %s", [s1.pk]) == 1
     refused("DELETE FROM memoryhub_summary WHERE id = %s", [s1.pk])
 
 
+@hand_purge
 def test_summary_content_purge_sets_purged_by_once(history, tenant):
     wf, s1 = history
     purge = Purge.objects.create(

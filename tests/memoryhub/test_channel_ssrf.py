@@ -14,7 +14,7 @@ import pytest
 from audit.models import AuditEntry
 from memoryhub.models import Channel, Notification
 from memoryhub.observe.alerting.deliver import send_test
-from tests.memoryhub.alert_helpers import Receiver
+from tests.helpers import Receiver, form_post
 
 PUBLIC_IP = "93.184.216.34"  # documentation-style public address: never actually connected to
 
@@ -88,16 +88,10 @@ def test_unsafe_urls_are_refused_at_update(alice, tenant, monkeypatch, url):
 
 
 def test_the_channel_page_refuses_an_unsafe_url(alice, tenant):
-    alice.web.get("/alerts/")  # sets the CSRF cookie
-    response = alice.web.post(
+    response = form_post(
+        alice.web,
         "/alerts/channels/new/",
-        {
-            "kind": "webhook",
-            "name": "ops",
-            "url": "http://169.254.169.254/latest/",
-            "timeout_seconds": 5,
-            "csrfmiddlewaretoken": alice.web.cookies["csrftoken"].value,
-        },
+        {"kind": "webhook", "name": "ops", "url": "http://169.254.169.254/latest/", "timeout_seconds": 5},
     )
     assert response.status_code in (200, 400) and b"not a public address" in response.content
     assert not Channel.objects.exists()

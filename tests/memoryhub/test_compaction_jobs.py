@@ -11,7 +11,6 @@ import pytest
 from django.db import connection
 
 from audit.models import AuditEntry
-from memoryhub.celery import app
 from memoryhub.compaction.samples import payments_workflow
 from memoryhub.core.actors import Actor
 from memoryhub.models import (
@@ -20,34 +19,20 @@ from memoryhub.models import (
     LifecycleEvent,
     Summary,
     SummaryStatus,
-    Workflow,
 )
 from memoryhub.pipeline import jobs
-from tests.helpers import append, make_workflow
+from tests.factories import append, make_workflow, payments, require_approval
+from tests.helpers import post
 from tests.memoryhub.llm_endpoint import fake_llm
-from triggers.models import ContextPolicy
 
-pytestmark = pytest.mark.django_db
+# Messages published by on_commit hooks must not leak into a later real-worker test.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_broker")]
 ACTOR = Actor.system("tests")
-
-
-def post(client, url, body):
-    return client.post(url, data=json.dumps(body), content_type="application/json")
-
-
-@pytest.fixture(autouse=True)
-def empty_broker():
-    """Messages published by on_commit hooks must not leak into a later real-worker test."""
-    app.control.purge()
-    yield
-    app.control.purge()
 
 
 @pytest.fixture
 def wf(tenant):
-    workflow = make_workflow(tenant, "api-tests-42")
-    append(workflow, payments_workflow(rounds=6))
-    return Workflow.objects.get(pk=workflow.pk)
+    return payments(tenant, rounds=6)
 
 
 def request(wf, **kwargs):
@@ -319,7 +304,7 @@ def test_a_summary_that_fails_validation_is_rejected(settings, wf):
 
 
 def test_policy_requiring_approval_leaves_the_summary_validated(tenant, wf):
-    ContextPolicy.objects.create(tenant=tenant, workflow=wf, require_approval=True)
+    require_approval(tenant, wf)
     job = request(wf)
     assert run(job) == "awaiting_approval"
     summary = Summary.objects.get(job=job)

@@ -13,8 +13,8 @@ from memoryhub.context.assembly import (
 )
 from memoryhub.core.errors import InvalidInput
 from memoryhub.models import Event, Workflow
-from tests.helpers import append, append_n, event, make_workflow
-from tests.memoryhub.summary_helpers import activated, add_events, build_workflow
+from memoryhub.models.workflows import EVENT_API_FIELDS
+from tests.factories import activated, add_events, append, append_n, build_workflow, event, make_workflow
 
 pytestmark = pytest.mark.django_db
 
@@ -38,6 +38,15 @@ def test_without_a_summary_the_whole_history_is_the_tail(api, tenant):
     assert body["tokens"] == {"summary": 0, "tail": workflow.total_tokens, "total": workflow.total_tokens}
     assert body["tail"][0]["content"] == event(1)["content"]
     assert body["tail"][0]["content_hash"].startswith("sha256:")
+
+
+def test_tail_events_have_the_events_api_shape(api, tenant):
+    workflow = make_workflow(tenant, "wf")
+    append(workflow, [event(1), event(2, kind="tool_call", tool_call_id="call-1", refs=["spec-v7"])])
+    tail = read(api).json()["tail"]
+    listed = api.get("/api/v1/workflows/wf/events/").json()["events"]
+    assert [list(e) for e in tail] == [list(EVENT_API_FIELDS)] * 2
+    assert tail == listed
 
 
 def test_active_summary_plus_every_event_after_its_watermark(api, tenant):

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 ROLE = "memoryhub_app_test"

@@ -4,28 +4,19 @@ fake models, REST API in process), each with observed compactions and their line
 from __future__ import annotations
 
 import json
-from io import StringIO
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
 from django.urls import reverse
 
 from audit.lineage import artifact_lineage
-from memoryhub.core.opaque import OPAQUE_SCHEMA, validation_result
+from memoryhub.core.checks import validation_result
+from memoryhub.core.opaque import OPAQUE_SCHEMA
 from memoryhub.demo import scenario
 from memoryhub.demo.integrations import LANGCHAIN_ARTIFACT, LANGCHAIN_WORKFLOW, OPENAI_AGENTS_WORKFLOW
 from memoryhub.models import Artifact, Event, Summary, Workflow
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def loaded(settings, tmp_path):
-    settings.VAR_DIR = tmp_path
-    out = StringIO()
-    call_command("load_demo", stdout=out)
-    return out.getvalue()
 
 
 def test_langchain_workflow_compacts_and_its_report_traces_back_to_a_tool_result(loaded, client):

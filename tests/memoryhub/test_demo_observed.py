@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from io import StringIO
-
 import pytest
-from django.core.management import call_command
 
 from audit.lineage import artifact_lineage
 from audit.models import Investigation
@@ -13,14 +10,6 @@ from memoryhub.demo import observed_sources as demo
 from memoryhub.models import Artifact, Summary, SummaryStatus, Workflow
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def loaded(settings, tmp_path):
-    settings.VAR_DIR = tmp_path
-    out = StringIO()
-    call_command("load_demo", stdout=out)
-    return out.getvalue()
 
 
 @pytest.mark.parametrize(

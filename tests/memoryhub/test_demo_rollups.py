@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from memoryhub.models import Tenant
-from memoryhub.web.views.dashboard import WINDOWS, gauge_series, overview_series
+from memoryhub.observe.reports import WINDOWS, gauge_series, overview_series
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 

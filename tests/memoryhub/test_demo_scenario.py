@@ -191,23 +191,10 @@ def test_every_mandatory_fact_survives_with_grounded_source_seqs(events, summari
 def test_the_real_validator_passes_s1_s2_s3(events, summaries):
     """The miss is free text: every rule of the structured validator passes, so only an
     investigation over the source events can reveal it."""
-    from memoryhub.compaction.types import SourceEvent
+    from memoryhub.compaction.samples import as_source_events
     from memoryhub.memory.validation import validate_summary
 
-    source = [
-        SourceEvent(
-            seq=seq,
-            kind=e["kind"],
-            content=e["content"],
-            agent=e["agent"],
-            role=e["role"],
-            tool_call_id=e.get("tool_call_id", ""),
-            facts=e.get("facts", []),
-            refs=e.get("refs", []),
-            side_effect=e.get("side_effect", "none"),
-        )
-        for seq, e in enumerate(events, 1)
-    ]
+    source = as_source_events(events)
     previous = None
     for version, spec in summaries.items():
         data = canonical_bytes(spec["content"])

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from django.test import override_settings
 
 from memoryhub.models import Event, Workflow
-from tests.helpers import event, make_workflow
+from tests.factories import event, make_workflow
+from tests.helpers import post
 
 pytestmark = pytest.mark.django_db
-
-
-def post(client, url, body):
-    return client.post(url, data=json.dumps(body), content_type="application/json")
 
 
 def test_create_workflow_is_idempotent_on_external_id(api):

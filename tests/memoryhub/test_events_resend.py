@@ -9,7 +9,7 @@ import pytest
 from audit.purge import purge_events
 from memoryhub.core.actors import Actor
 from memoryhub.models import Event, Workflow
-from tests.helpers import make_workflow
+from tests.factories import make_workflow
 
 pytestmark = pytest.mark.django_db
 

@@ -25,7 +25,7 @@ from memoryhub.core.actors import Actor
 from memoryhub.models import CompactionJob, Event, JobStatus, Summary
 from memoryhub.pipeline import jobs
 from memoryhub.pipeline.worker import database_url, running_worker
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 from tests.memoryhub.llm_endpoint import fake_llm
 from tests.memoryhub.test_worker_compaction import app_broker, finished, free_port, redis_server, wait_for
 

@@ -15,7 +15,8 @@ from memoryhub.accounts.tenancy import issue_api_key, revoke_api_key
 from memoryhub.core.actors import Actor
 from memoryhub.core.tokens import count_tokens
 from memoryhub.models import ApiKey, Event, Membership, Tenant
-from tests.helpers import append, append_n, event, make_workflow
+from tests.factories import append, append_n, event, make_workflow
+from tests.helpers import form_post
 
 pytestmark = pytest.mark.django_db
 
@@ -183,8 +184,7 @@ def test_tenant_switcher(alice, other_tenant):
     assert b"globex-only" not in alice.web.get("/workflows/").content
     page = alice.web.get("/workflows/")
     assert b'name="tenant"' in page.content
-    csrf = alice.web.cookies["csrftoken"].value
-    r = alice.web.post("/tenant/switch/", {"tenant": "globex", "csrfmiddlewaretoken": csrf})
+    r = form_post(alice.web, "/tenant/switch/", {"tenant": "globex"})
     assert r.status_code == 302
     assert b"globex-only" in alice.web.get("/workflows/").content
     assert Tenant.objects.count() == 2

@@ -18,12 +18,11 @@ import time
 import pytest
 
 from memoryhub.celery import app, publish
-from memoryhub.models import AlertRule, Channel, CompactionJob, JobStatus, Notification, OutboxMessage
+from memoryhub.models import CompactionJob, JobStatus, Notification, OutboxMessage
 from memoryhub.pipeline.tasks import run_compaction
 from memoryhub.pipeline.worker import running_worker
 from memoryhub.schedules import BEAT_SCHEDULE
-from tests.helpers import append, event, make_workflow
-from tests.memoryhub.alert_helpers import Receiver
+from tests.factories import ADMIN, alert_channel, alert_rule, append, event, make_workflow
 from tests.memoryhub.test_worker_compaction import app_broker, finished, free_port, redis_server, wait_for
 
 pytestmark = [
@@ -33,14 +32,6 @@ pytestmark = [
 ]
 
 ANSWER_WITHIN = 2.0  # seconds: the contract of item "a hung broker is not an outage"
-
-
-@pytest.fixture
-def receiver(settings):
-    settings.MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = ["127.0.0.1/32"]
-    server = Receiver().start()
-    yield server
-    server.stop()
 
 
 def timed_post(party, url: str, body: dict | None = None):
@@ -55,13 +46,8 @@ def test_requests_answer_from_the_outbox_while_the_broker_hangs_and_the_sweeper_
     assert BEAT_SCHEDULE["task-outbox-sweep"]["task"] == "memoryhub.sweep_task_outbox"
     wf = make_workflow(tenant, "hung-broker")
     append(wf, [event(i, content=f"requirement {i}: amounts are integers") for i in range(1, 21)])
-    channel = Channel.objects.create(
-        tenant=tenant, kind="webhook", name="ops", url=receiver.url("/ok"), secret=receiver.secret
-    )
-    rule = AlertRule.objects.create(
-        tenant=tenant, name="stale", metric="stale_activation_attempts", critical_threshold=0
-    )
-    rule.channels.set([channel])
+    channel = alert_channel(tenant, name="ops", url=receiver.url("/ok"), secret=receiver.secret)
+    rule = alert_rule(tenant, channel, name="stale")
     settings.MEMORYHUB_OUTBOX_GRACE_SECONDS = 0
 
     port = free_port()
@@ -116,12 +102,16 @@ def test_a_message_published_twice_runs_once(tenant, alice, receiver, settings):
     """The request's publish may land after all (slow broker) and the sweeper publish it again:
     the task claims its outbox row, so the second delivery does nothing."""
     from memoryhub import outbox
+    from memoryhub.observe.alerting.services import request_test_send
     from memoryhub.observe.alerting.tasks import send_test
 
-    channel = Channel.objects.create(tenant=tenant, kind="webhook", name="ops", url=receiver.url("/ok"))
-    message = OutboxMessage.objects.create(
-        tenant=tenant, task="memoryhub.alerting.send_test", kwargs={"channel_id": channel.pk}
-    )
+    channel = alert_channel(tenant, name="ops", url=receiver.url("/ok"))
+    app.control.purge()
+    try:
+        request_test_send(actor=ADMIN, channel=channel)  # the outbox row, published after commit
+    finally:
+        app.control.purge()  # this test delivers it by hand, twice
+    message = OutboxMessage.objects.get()
     assert send_test.run(channel_id=channel.pk, outbox_id=message.pk) == 1
     assert send_test.run(channel_id=channel.pk, outbox_id=message.pk) == 0
     assert len(receiver.requests) == 1

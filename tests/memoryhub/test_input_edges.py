@@ -14,9 +14,7 @@ import pytest
 from django.apps import apps
 from django.db import DatabaseError, transaction
 
-from memoryhub.models import AlertRule, Channel
-from tests.helpers import append, event, make_workflow
-from tests.memoryhub.alert_helpers import summary
+from tests.factories import alert_channel, alert_rule, append, candidate, event, make_workflow
 
 pytestmark = pytest.mark.django_db
 
@@ -35,14 +33,9 @@ def fingerprint() -> dict[str, int]:
 def world(tenant, alice):
     wf = make_workflow(tenant, WF)
     append(wf, [event(i) for i in range(1, 6)])
-    rule = AlertRule.objects.create(
-        tenant=tenant, name="r", metric="stale_activation_attempts", critical_threshold=0
-    )
-    channel = Channel.objects.create(
-        tenant=tenant, kind="webhook", name="c", url="https://hooks.example.com/c"
-    )
-    proposed = summary(wf, 1, status="PROPOSED", covers_to=5)
-    return {"wf": wf, "rule": rule, "channel": channel, "summary": proposed}
+    rule = alert_rule(tenant, name="r")
+    channel = alert_channel(tenant, name="c", url="https://hooks.example.com/c")
+    return {"wf": wf, "rule": rule, "channel": channel, "summary": candidate(wf, 1, 5)}
 
 
 def deep(depth: int) -> str:

@@ -11,7 +11,7 @@ from memoryhub.core.errors import Conflict, InvalidInput
 from memoryhub.memory import lifecycle
 from memoryhub.memory.events import tokens_through
 from memoryhub.models import LifecycleEvent, Summary, ValidationRecord, Workflow
-from tests.memoryhub.summary_helpers import (
+from tests.factories import (
     REVIEWER,
     WORKER,
     activated,
@@ -19,10 +19,10 @@ from tests.memoryhub.summary_helpers import (
     build_workflow,
     candidate,
     content_for,
-    post,
+    require_approval,
     validated,
 )
-from triggers.models import ContextPolicy
+from tests.helpers import post
 
 pytestmark = pytest.mark.django_db
 
@@ -196,7 +196,7 @@ def test_expected_revision_is_required_and_validated(api, tenant):
 
 def test_require_approval_holds_validated_summaries_until_a_reviewer_approves(api, bob, tenant):
     wf = build_workflow(tenant)
-    ContextPolicy.objects.create(tenant=tenant, require_approval=True)
+    require_approval(tenant)
     s1 = validated(wf)
     r = action(api, s1, "activate", {"expected_revision": 0})
     assert r.status_code == 409 and r.json()["error"] == "approval_required"
@@ -211,22 +211,24 @@ def test_require_approval_holds_validated_summaries_until_a_reviewer_approves(ap
 
 def test_workflow_policy_overrides_the_tenant_default(tenant):
     wf = build_workflow(tenant)
-    ContextPolicy.objects.create(tenant=tenant, require_approval=True)
+    require_approval(tenant)
     assert lifecycle.approval_required(wf) is True
-    ContextPolicy.objects.create(tenant=tenant, workflow=wf, require_approval=False)
+    require_approval(tenant, wf, required=False)
     assert lifecycle.approval_required(wf) is False
     assert lifecycle.activate(validated(wf), 0, WORKER).applied
 
 
 def test_quarantine_voids_an_earlier_approval(tenant):
     wf = build_workflow(tenant)
-    ContextPolicy.objects.create(tenant=tenant, workflow=wf, require_approval=True)
+    require_approval(tenant, wf)
     s1 = validated(wf)
     lifecycle.approve(s1, REVIEWER, "ok")
     lifecycle.quarantine(s1, REVIEWER, "second look")
     lifecycle.release(s1, Actor.user("alice"), "fine after all")
-    result = lifecycle.activate(s1, 0, WORKER)
-    assert not result.applied and result.code == "approval_required"
+    with pytest.raises(Conflict) as refused:  # a refusal raises (recorded first)
+        lifecycle.activate(s1, 0, WORKER)
+    assert refused.value.code == "approval_required"
+    assert events_of(s1)[-1] == ("activate", "refused", "VALIDATED", "VALIDATED")
 
 
 # -- quarantine / release ------------------------------------------------------------------------------
@@ -262,7 +264,7 @@ def test_quarantining_the_active_summary_falls_back_to_the_newest_older_version(
 
 def test_fallback_skips_purged_and_unapproved_versions(tenant):
     wf = build_workflow(tenant)
-    ContextPolicy.objects.create(tenant=tenant, workflow=wf, require_approval=True)
+    require_approval(tenant, wf)
     s1 = validated(wf, 1, 10)
     lifecycle.approve(s1, REVIEWER, "ok")
     assert lifecycle.activate(s1, 0, WORKER).applied
@@ -380,8 +382,9 @@ def test_rollback_is_a_human_action(tenant):
     wf = build_workflow(tenant)
     s1 = activated(wf, 1, 20)
     activated(wf, 1, 30)
-    result = lifecycle.rollback(s1, 2, WORKER, "automation wants to go back")
-    assert not result.applied and result.code == "rollback_requires_reviewer"
+    with pytest.raises(Conflict) as refused:
+        lifecycle.rollback(s1, 2, WORKER, "automation wants to go back")
+    assert refused.value.code == "rollback_requires_reviewer"
     assert LifecycleEvent.objects.filter(summary=s1, action="rollback", result="refused").exists()
 
 
@@ -453,7 +456,7 @@ def test_rollback_applies_the_approval_rule_of_activate(api, bob, tenant):
     wf = build_workflow(tenant)
     s1 = activated(wf, 1, 20)
     activated(wf, 1, 30)
-    ContextPolicy.objects.create(tenant=tenant, require_approval=True)
+    require_approval(tenant)
     r = action(bob.api, s1, "rollback", {"expected_revision": 2, "reason": "go back"})
     assert r.status_code == 409 and r.json()["error"] == "approval_required"
     assert events_of(s1)[-1] == ("rollback", "refused", "SUPERSEDED", "SUPERSEDED")
@@ -466,7 +469,7 @@ def test_quarantine_fallback_never_serves_an_unapproved_version(tenant):
     wf = build_workflow(tenant)
     s1 = activated(wf, 1, 20)  # activated before approval was required: never approved
     s2 = activated(wf, 1, 30)
-    ContextPolicy.objects.create(tenant=tenant, require_approval=True)
+    require_approval(tenant)
     lifecycle.quarantine(s2, REVIEWER, "bad")
     wf.refresh_from_db()
     assert wf.active_summary_id is None and status_of(s1) == "SUPERSEDED"
@@ -474,7 +477,7 @@ def test_quarantine_fallback_never_serves_an_unapproved_version(tenant):
 
 def test_approve_and_activate_in_one_call_over_the_api(api, bob, carol, tenant):
     wf = build_workflow(tenant)
-    ContextPolicy.objects.create(tenant=tenant, require_approval=True)
+    require_approval(tenant)
     s1 = validated(wf)
     body = {"reason": "read it", "activate": True, "expected_revision": 0}
     assert action(carol.api, s1, "approve", body).status_code == 403

@@ -16,7 +16,7 @@ from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Conflict
 from memoryhub.memory import lifecycle
 from memoryhub.models import LifecycleEvent, Summary, SummaryStatus, Workflow
-from tests.memoryhub.summary_helpers import REVIEWER, WORKER, activated, build_workflow, validated
+from tests.factories import REVIEWER, WORKER, activated, build_workflow, validated
 from tests.memoryhub.test_lifecycle import assert_totals
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from tests.helpers import make_workflow
+from tests.factories import make_workflow
 
 pytestmark = pytest.mark.django_db
 

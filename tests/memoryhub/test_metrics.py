@@ -5,29 +5,23 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
+from audit.investigate import investigate
+from audit.models import Investigation
+from memoryhub.core.errors import Conflict
+from memoryhub.memory import lifecycle
 from memoryhub.models import MetricSample
 from memoryhub.observe import metrics
 from memoryhub.observe.metrics import METRICS, compute, rollup, rollup_all, series, snapshot
-from tests.helpers import make_workflow
-
-from .alert_helpers import (
-    T0,
-    artifact,
-    decision,
-    frozen,
-    investigation,
-    job,
-    lifecycle,
-    set_totals,
-    summary,
-    trace,
-    validation,
-)
+from tests import factories as f
+from tests.factories import REVIEWER, add_tokens, build_workflow, make_workflow
+from tests.helpers import T0, frozen
+from triggers.services import decide
 
 pytestmark = pytest.mark.django_db
 
@@ -59,6 +53,11 @@ def value(tenant, metric, minutes=60, prefix=""):
     return compute(tenant, metric, since=T0 - timedelta(minutes=minutes), workflow_prefix=prefix)
 
 
+def filler(start: int, end: int):
+    """Content for events of ``add_tokens`` (they state nothing a summary must keep)."""
+    return f.summary_content(f"Events {start}-{end} are filler.")
+
+
 def test_registry_has_every_design_metric_and_the_default_rule_metrics():
     for name in [*DESIGN_METRICS, "missing_provenance", "validation_failure_rate", "tail_budget_fraction"]:
         assert name in METRICS, name
@@ -73,30 +72,28 @@ def test_unknown_metric_is_an_error(tenant):
 
 
 def test_lifecycle_and_validation_metrics_count_only_their_window_and_tenant(tenant, other_tenant):
-    wf = make_workflow(tenant, "pay-1")
-    foreign = make_workflow(other_tenant, "pay-1")
-    with frozen(T0 - timedelta(minutes=90)):
-        old = summary(wf, 1)
-        lifecycle(old, "stale")  # outside a 60-minute window
-        validation(old, passed=False)
+    wf = build_workflow(tenant, "pay-1", n=20)
+    foreign = f.activated(build_workflow(other_tenant, "pay-1", n=10))
+    with frozen(T0 - timedelta(minutes=90)):  # outside a 60-minute window
+        old = f.activated(wf, 1, 10)  # S1: a passed validation
+        f.stale_activation(old)
     with frozen(T0 - timedelta(minutes=10)):
-        s2 = summary(wf, 2, status="REJECTED")
-        lifecycle(s2, "stale")
-        lifecycle(s2, "refused")
-        lifecycle(s2, "applied")  # applied is not stale
-        lifecycle(s2, "stale", action="quarantine")  # not an activation attempt
-        validation(s2, passed=False)
-        validation(s2, passed=True)
-        validation(s2, passed=True)
-        validation(s2, passed=True)
-        lifecycle(summary(foreign, 1), "stale")  # another tenant
+        s2 = f.rejected(wf, 1, 20)  # one failed validation ...
+        s3, _s4, _s5 = (f.validated(wf, 1, 20) for _ in range(3))  # ... and three passed
+        f.stale_activation(s2)
+        f.refused_activation(s2)  # REJECTED cannot be activated
+        f.activate(s3)  # applied is not stale
+        lifecycle.quarantine(s2, REVIEWER, "drops every scope fact")
+        with pytest.raises(Conflict):
+            lifecycle.quarantine(s2, REVIEWER, "again")  # refused, but not an activation attempt
+        f.stale_activation(foreign)  # another tenant
     with frozen(T0):
         assert value(tenant, "stale_activation_attempts") == 2
         assert value(tenant, "stale_activation_attempts", minutes=120) == 3
         assert value(tenant, "validation_failures") == 1
         assert value(tenant, "validation_failure_rate") == pytest.approx(0.25)
-        assert value(tenant, "summary_versions") == 1
-        assert compute(tenant, "summary_versions", since=None) == 2
+        assert value(tenant, "summary_versions") == 4
+        assert compute(tenant, "summary_versions", since=None) == 5
         assert value(other_tenant, "stale_activation_attempts") == 1
         # A ratio over no rows is "no data", not zero.
         assert value(tenant, "validation_failure_rate", minutes=1) is None
@@ -105,10 +102,11 @@ def test_lifecycle_and_validation_metrics_count_only_their_window_and_tenant(ten
 def test_gauges_read_running_totals_and_respect_the_workflow_prefix(tenant):
     a = make_workflow(tenant, "pay-a")
     b = make_workflow(tenant, "ship-b")
+    add_tokens(a, 100, events=10)
     with frozen(T0 - timedelta(hours=2)):
-        s = summary(a, 1, status="ACTIVE")
-    set_totals(a, active_summary=s, activated_at=T0 - timedelta(hours=2), tail_events=30, tail_tokens=9_000)
-    set_totals(b, tail_events=500, tail_tokens=4_000)  # no active summary: its whole history is tail
+        f.activated(a, 1, 10, content=filler(1, 10))
+    add_tokens(a, 9_000, events=30)  # the tail after the active summary
+    add_tokens(b, 4_000, events=500)  # no active summary: its whole history is tail
     with frozen(T0):
         assert value(tenant, "tail_events") == 500
         assert value(tenant, "tail_tokens") == 9_000
@@ -121,83 +119,79 @@ def test_gauges_read_running_totals_and_respect_the_workflow_prefix(tenant):
 
 
 def test_tail_budget_fraction_uses_the_workflow_override_then_the_tenant_default(tenant):
-    from triggers.models import ContextPolicy
-
-    a = set_totals(make_workflow(tenant, "a"), tail_tokens=9_000)
-    b = set_totals(make_workflow(tenant, "b"), tail_tokens=6_000)
-    # Tenant default budget: 20,000 − 0 reserves − 2,000 margin = 18,000 − … keep it simple: 12,000.
-    ContextPolicy.objects.create(
-        tenant=tenant,
-        context_window=20_000,
-        reserve_system=2_000,
-        reserve_retrieval=2_000,
-        reserve_output=2_000,
-    )  # 20,000 − 6,000 − 2,000 = 12,000
-    ContextPolicy.objects.create(
-        tenant=tenant,
-        workflow=b,
+    a, b = make_workflow(tenant, "a"), make_workflow(tenant, "b")
+    add_tokens(a, 9_000)
+    add_tokens(b, 6_000)
+    # Tenant default: 20,000 window − 6,000 reserves − 2,000 safety margin = 12,000.
+    f.policy(
+        tenant, context_window=20_000, reserve_system=2_000, reserve_retrieval=2_000, reserve_output=2_000
+    )
+    f.policy(  # b: 10,000 − 3,000 − 1,000 = 6,000
+        tenant,
+        b,
         context_window=10_000,
         reserve_system=1_000,
         reserve_retrieval=1_000,
         reserve_output=1_000,
         safety_margin=1_000,
-    )  # 6,000
-    assert a.tail_tokens / 12_000 == 0.75
+        target_tokens=2_000,
+    )
     assert compute(tenant, "tail_budget_fraction", since=None) == pytest.approx(1.0)  # b: 6,000 / 6,000
     assert compute(tenant, "tail_budget_fraction", since=None, workflow_prefix="a") == pytest.approx(0.75)
 
 
 def test_trace_and_artifact_provenance_metrics(tenant):
-    wf = make_workflow(tenant, "wf")
+    wf = build_workflow(tenant, "wf", n=40)
+    s = f.validated(wf, 1, 30)
+    unchecked = f.candidate(wf, 1, 30)
     with frozen(T0 - timedelta(minutes=5)):
-        s = summary(wf, 1)
-        good = trace(wf, summary_row=s)
-        unvalidated = trace(wf, summary_row=s, flags=("unvalidated_summary",))
-        tail_loss = trace(wf, summary_row=s, flags=("tail_loss", "unvalidated_summary"))
-        no_manifest = trace(wf, summary_row=s, manifest="", context_id="")
-        no_reference = trace(wf, summary_row=None, tail_to=0, head=40)  # read nothing it can name
-        flagged = trace(wf, summary_row=s, flags=("missing_provenance",))
-        artifact(wf, traces=(good,))
-        artifact(wf, traces=(good, unvalidated, tail_loss))  # flags other than provenance keep the chain
-        artifact(wf, traces=(no_manifest,))
-        artifact(wf)  # produced by nothing we know
-    del no_reference, flagged
+        good = f.trace(wf, s, 40)
+        unvalidated = f.trace(wf, unchecked, 40)  # flagged unvalidated_summary
+        tail_loss = f.trace(wf, unchecked, 35)  # flagged tail_loss and unvalidated_summary
+        no_manifest = f.trace(wf, s, 40, manifest_hash="", context_id="")
+        f.trace(wf, None, 0)  # read nothing it can name (and lost the whole tail)
+        f.trace(wf, s, 40, manifest_hash="")  # flagged missing_provenance
+        f.artifact(wf, "A1", [good])
+        f.artifact(wf, "A2", [good, unvalidated, tail_loss])  # flags other than provenance keep the chain
+        f.artifact(wf, "A3", [no_manifest])
+        f.orphan_artifact_bypassing_services(wf, "A4")  # produced by nothing we know
     with frozen(T0):
         assert value(tenant, "unvalidated_consumptions") == 2
-        assert value(tenant, "unexplained_source_gaps") == 1
-        # traces: no_manifest, no_reference, flagged (3) + artifacts without a full chain (2)
+        assert value(tenant, "unexplained_source_gaps") == 2  # tail_loss and the read of nothing
+        # traces: no_manifest, the read of nothing, the flagged one (3) + artifacts without a full chain (2)
         assert value(tenant, "missing_provenance") == 5
         assert value(tenant, "audit_trace_completeness") == pytest.approx(0.5)
         assert value(tenant, "unvalidated_consumptions", minutes=1) == 0
 
 
 def test_compaction_metrics(tenant):
-    wf = make_workflow(tenant, "wf")
+    wf = build_workflow(tenant, "wf", n=20)
     with frozen(T0 - timedelta(minutes=30)):
-        accepted = summary(wf, 1, status="ACTIVE")
-        rejected = summary(wf, 2, status="REJECTED")
+        accepted = f.activated(wf, 1, 10)
+        rejected = f.rejected(wf, 1, 20)
     finished = T0 - timedelta(minutes=20)
+    job = partial(f.imported_job, wf, compactor="test")
     job(
-        wf,
+        1,
         tokens_in=12_000,
         tokens_out=1_500,
         cost="0.0125",
         latency_ms=300,
         finished_at=finished,
-        summary_row=accepted,
+        summary=accepted,
     )
     job(
-        wf,
+        2,
         tokens_in=8_000,
         tokens_out=500,
         cost="0.0075",
         latency_ms=100,
         finished_at=finished,
-        summary_row=rejected,
+        summary=rejected,
     )
-    job(wf, status="FAILED", tokens_in=0, tokens_out=0, cost="0.0050", latency_ms=None, finished_at=finished)
-    job(wf, status="RUNNING", finished_at=None)  # not finished: counts nowhere
-    job(wf, tokens_in=99, finished_at=T0 - timedelta(hours=3), summary_row=accepted)  # outside the window
+    job(3, status="FAILED", cost="0.0050", finished_at=finished)
+    job(4, status="RUNNING")  # not finished: counts nowhere
+    job(5, tokens_in=99, finished_at=T0 - timedelta(hours=3), summary=accepted)  # outside the window
     with frozen(T0):
         assert value(tenant, "compactions") == 2
         assert value(tenant, "tokens_before") == 20_000
@@ -208,30 +202,54 @@ def test_compaction_metrics(tenant):
         assert compute(tenant, "compactions", since=None) == 3
 
 
-def test_trigger_investigation_and_quality_metrics(tenant):
+def test_overflow_and_fallback_metrics_read_the_decisions_and_traces(tenant):
     wf = make_workflow(tenant, "wf")
-    other = make_workflow(tenant, "other")
     with frozen(T0 - timedelta(minutes=10)):
-        decision(wf, "continue", projected=26_000)  # over the 25,000 hard limit: overflow
-        decision(wf, "retrieve_or_block", projected=30_000)  # overflow and a fallback retrieval
-        decision(wf, "retrieve_or_block", projected=19_000)  # fallback, within the hard limit
-        decision(wf, "compact", projected=20_000)
-        decision(wf, "continue", projected=26_000, hard_limit=0)  # unknown hard limit: not counted
-        trace(wf, flags=("fallback_retrieval",))  # a consumer call that retrieved instead
-    with frozen(T0 - timedelta(minutes=9)):
-        first = artifact(wf, score=0.9)
-        artifact(other, score=0.3)  # below the 0.5 floor
-    with frozen(T0 - timedelta(minutes=8)):
-        artifact(wf, score=0.8)  # below the workflow's previous 0.9
-        artifact(other, score=0.7)  # better than before, above the floor
-        investigation(first, 120.0)
-        investigation(first, 80.0)
+        # An empty history over the limits cannot be compacted: the guard retrieves instead.
+        over = decide(wf, {"expected_next_step_tokens": 30_000}, f.TEST_ACTOR)  # overflow and a fallback
+        within = decide(wf, {"expected_next_step_tokens": 19_000}, f.TEST_ACTOR)  # fallback, within the limit
+        calm = decide(wf, {"expected_next_step_tokens": 1_000}, f.TEST_ACTOR)
+        f.trace(wf, None, 0, fallback_retrieval=True, fallback_reason="searched the spec")
+    assert (over.action, over.projected_tokens, over.hard_limit) == ("retrieve_or_block", 30_000, 25_000)
+    assert (within.action, calm.action) == ("retrieve_or_block", "continue")
     with frozen(T0):
-        assert value(tenant, "overflow_incidents") == 2
+        assert value(tenant, "overflow_incidents") == 1
         assert value(tenant, "fallback_retrievals") == 3
+
+
+@pytest.mark.impossible_state(
+    "decisions logged before the hard limit was recorded carry hard_limit=0, and a continue over the "
+    "limit comes only from an engine without the emergency guard; the metric must read both rightly"
+)
+def test_overflow_ignores_an_unknown_hard_limit_and_counts_a_continue_over_it(tenant):
+    wf = make_workflow(tenant, "wf")
+    with frozen(T0 - timedelta(minutes=10)):
+        f.decision_row_bypassing_services(wf, "continue", projected=26_000)  # over 25,000: overflow
+        f.decision_row_bypassing_services(
+            wf, "continue", projected=26_000, hard_limit=0
+        )  # unknown: not counted
+    with frozen(T0):
+        assert value(tenant, "overflow_incidents") == 1
+        assert value(tenant, "fallback_retrievals") == 0
+
+
+def test_investigation_and_quality_metrics(tenant):
+    wf, other = build_workflow(tenant, "wf", n=5), build_workflow(tenant, "other", n=5)
+    call, other_call = f.trace(wf, None, 5, call="call-wf"), f.trace(other, None, 5, call="call-other")
+    with frozen(T0 - timedelta(minutes=9)):
+        first = f.artifact(wf, "W1", [call], score=0.9)
+        f.artifact(other, "O1", [other_call], score=0.3)  # below the 0.5 floor
+    with frozen(T0 - timedelta(minutes=8)):
+        f.artifact(wf, "W2", [call], score=0.8)  # below the workflow's previous 0.9
+        f.artifact(other, "O2", [other_call], score=0.7)  # better than before, above the floor
+        investigate(first, "POST /payments", f.ADMIN)
+        investigate(first, "message number 3", f.ADMIN)
+    elapsed = list(Investigation.objects.values_list("elapsed_ms", flat=True))
+    with frozen(T0):
         assert value(tenant, "quality_regressions") == 2
         assert value(tenant, "quality_regressions", prefix="other") == 1
-        assert value(tenant, "time_to_reconstruct_ms") == pytest.approx(100.0)
+        assert value(tenant, "time_to_reconstruct_ms") == pytest.approx(sum(elapsed) / 2)
+        assert value(tenant, "time_to_reconstruct_ms", minutes=5) is None
         with override_settings(MEMORYHUB_QUALITY_FLOOR=0.95):
             assert value(tenant, "quality_regressions") == 4
 
@@ -239,16 +257,15 @@ def test_trigger_investigation_and_quality_metrics(tenant):
 def _populate(tenant, n: int) -> None:
     for i in range(n):
         wf = make_workflow(tenant, f"wf-{i}")
-        s = summary(wf, 1, status="ACTIVE")
-        lifecycle(s, "stale")
-        validation(s, passed=bool(i % 2))
-        t = trace(wf, summary_row=s, flags=("unvalidated_summary",))
-        artifact(wf, traces=(t,), score=0.4)
-        job(wf, finished_at=T0 - timedelta(minutes=1), summary_row=s)
-        decision(wf, "retrieve_or_block", projected=30_000)
-        set_totals(
-            wf, active_summary=s, activated_at=T0 - timedelta(minutes=5), tail_events=i, tail_tokens=100 * i
-        )
+        add_tokens(wf, 10)
+        s = f.activated(wf, 1, 1, content=filler(1, 1))
+        f.stale_activation(s)
+        read = f.trace(wf, f.candidate(wf, 1, 1), 1)  # flagged unvalidated_summary
+        f.artifact(wf, f"T-{i}", [read], score=0.4)
+        f.imported_job(wf, 1, finished_at=T0 - timedelta(minutes=1), summary=s)
+        decide(wf, {"expected_next_step_tokens": 30_000}, f.TEST_ACTOR)  # retrieve_or_block
+        if i:
+            add_tokens(wf, 100 * i, events=i)
 
 
 def test_snapshot_query_count_does_not_grow_with_history(tenant, other_tenant):
@@ -268,9 +285,9 @@ def test_snapshot_query_count_does_not_grow_with_history(tenant, other_tenant):
 
 
 def test_snapshot_totals_count_counters_from_the_beginning(tenant):
-    wf = make_workflow(tenant, "wf")
+    summary = f.activated(build_workflow(tenant, "wf", n=10))
     with frozen(T0 - timedelta(days=3)):
-        lifecycle(summary(wf, 1), "stale")
+        f.stale_activation(summary)
     with frozen(T0):
         assert snapshot(tenant)["stale_activation_attempts"] == 0
         assert snapshot(tenant, totals=True)["stale_activation_attempts"] == 1
@@ -278,15 +295,16 @@ def test_snapshot_totals_count_counters_from_the_beginning(tenant):
 
 def test_rollup_writes_completed_buckets_once_and_series_adds_the_live_bucket(tenant):
     wf = make_workflow(tenant, "wf")
-    s = summary(wf, 1)
+    add_tokens(wf, 10)
+    s = f.activated(wf, 1, 1, content=filler(1, 1))
+    add_tokens(wf, 700)  # the tail
     with frozen(T0 - timedelta(minutes=12)):  # bucket 11:45
-        lifecycle(s, "stale")
-        lifecycle(s, "stale")
+        f.stale_activation(s)
+        f.stale_activation(s)
     with frozen(T0 - timedelta(minutes=7)):  # bucket 11:50
-        lifecycle(s, "stale")
+        f.stale_activation(s)
     with frozen(T0 + timedelta(minutes=1)):  # bucket 12:00, still open
-        lifecycle(s, "stale")
-    set_totals(wf, tail_tokens=700)
+        f.stale_activation(s)
     with frozen(T0 + timedelta(minutes=2)):
         written = rollup(tenant)
         assert written > 0
@@ -353,8 +371,9 @@ def _parse(text: str) -> dict[tuple[str, str], float]:
 @override_settings(MEMORYHUB_METRICS_TOKEN="prom-token-123")
 def test_prometheus_exports_every_tenant_with_the_metrics_token(client, tenant, other_tenant):
     wf = make_workflow(tenant, "wf")
-    lifecycle(summary(wf, 1), "stale")
-    set_totals(wf, tail_tokens=1234)
+    add_tokens(wf, 10)
+    f.stale_activation(f.activated(wf, 1, 1, content=filler(1, 1)))
+    add_tokens(wf, 1234)  # the tail
     response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer prom-token-123")
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain; version=0.0.4")

@@ -14,7 +14,7 @@ from memoryhub.memory import lifecycle
 from memoryhub.memory.observed import record_observed_compaction, threshold_in_force
 from memoryhub.memory.summaries import summary_detail, verify_summary
 from memoryhub.models import CompactionJob, Summary, SummaryStatus, WorkflowSource
-from tests.helpers import append, make_workflow
+from tests.factories import append, make_workflow
 
 ACTOR = Actor.system("claude-code-hook")
 # A summary that keeps what the covered turns say (passes the default rules-6 validator).

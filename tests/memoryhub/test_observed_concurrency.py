@@ -9,7 +9,8 @@ from memoryhub.integrations.otel_ingest import ingest
 from memoryhub.memory.observed import record_observed_compaction
 from memoryhub.memory.workflows import get_workflow
 from memoryhub.models import CompactionJob, ConsumerTrace, Event, OtelSpan, Summary, Workflow
-from tests.helpers import append, event, make_workflow, race
+from tests.factories import append, event, make_workflow
+from tests.helpers import race
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 ACTOR = Actor.system("hook")

@@ -4,14 +4,15 @@ either way it must show exactly what counting every row would."""
 from __future__ import annotations
 
 from datetime import timedelta
+from io import StringIO
 
 import pytest
 import time_machine
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from memoryhub.models import MetricSample
-from memoryhub.observe import metrics
-from memoryhub.web.views import dashboard
+from memoryhub.observe import metrics, reports
 from tests.memoryhub.test_pages import build_story
 
 pytestmark = pytest.mark.django_db
@@ -22,7 +23,7 @@ def live_only(tenant, window, now):
     saved = list(MetricSample.objects.filter(tenant=tenant))
     MetricSample.objects.filter(tenant=tenant).delete()
     try:
-        return dashboard.overview_series(tenant, window, now)
+        return reports.overview_series(tenant, window, now)
     finally:
         MetricSample.objects.bulk_create(saved)
 
@@ -42,7 +43,7 @@ def test_rollups_and_live_counts_agree_with_counting_every_row(busy_tenant, wind
     tenant = busy_tenant
     tenant.created_at = timezone.now() - timedelta(days=40)
     tenant.save(update_fields=["created_at"])
-    window = dashboard.WINDOWS[window_key]
+    window = reports.WINDOWS[window_key]
     now = timezone.now()
     # Beat rolled up the day of the stories, then was down for a stretch in the middle.
     written = metrics.rollup(tenant, now=now, backfill=timedelta(hours=6), gauges=False)
@@ -53,7 +54,7 @@ def test_rollups_and_live_counts_agree_with_counting_every_row(busy_tenant, wind
     ).delete()
     expected = live_only(tenant, window, now)
     assert MetricSample.objects.filter(tenant=tenant).exists()  # the hybrid really reads rollups
-    got = dashboard.overview_series(tenant, window, now)
+    got = reports.overview_series(tenant, window, now)
     assert got.counts == expected.counts
     assert got.acceptance_total == expected.acceptance_total
     if window_key != "1h":  # the stories lie 2-5 hours back
@@ -66,20 +67,16 @@ def test_a_fully_rolled_up_window_reads_no_rows_but_the_current_bucket(busy_tena
     tenant.save(update_fields=["created_at"])
     now = timezone.now()
     metrics.rollup(tenant, now=now, backfill=timedelta(hours=2), gauges=False)
-    window = dashboard.WINDOWS["1h"]
-    slots = dashboard._Slots(window, window.starts(now)[0], now)
+    window = reports.WINDOWS["1h"]
+    slots = reports.Slots(window, window.starts(now)[0], now)
     rolled = metrics.rolled_up(tenant, ["compactions"], slots.since, slots.unit_floor, window.trunc)
     recent = metrics.rolled_up(tenant, ["compactions"], slots.unit_floor, slots.bucket_floor, "minute")
     _covered, ranges = slots.split(rolled["compactions"] | recent["compactions"])
     assert ranges == [(slots.bucket_floor, None)]  # only the current 5 minutes are live
-    assert dashboard.overview_series(tenant, window, now).counts == live_only(tenant, window, now).counts
+    assert reports.overview_series(tenant, window, now).counts == live_only(tenant, window, now).counts
 
 
 def test_rollup_metrics_command_backfills_once_and_refuses_unknown_tenants(tenant):
-    from io import StringIO
-
-    from django.core.management import CommandError, call_command
-
     tenant.created_at = timezone.now() - timedelta(days=2)
     tenant.save(update_fields=["created_at"])
     out = StringIO()

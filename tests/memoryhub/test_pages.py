@@ -15,69 +15,35 @@ from urllib.parse import parse_qs, urlsplit
 import plotly.graph_objects as go
 import pytest
 import time_machine
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from memoryhub.context.traces import record_artifact, record_trace
 from memoryhub.core.actors import Actor
 from memoryhub.memory import lifecycle
-from memoryhub.memory.summaries import create_summary
-from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, Workflow
-from memoryhub.observe import figures
-from memoryhub.web.views import dashboard
-from tests.helpers import append, event, make_workflow
+from memoryhub.models import Summary, SummaryStatus, Workflow
+from memoryhub.observe import detail, figures, reports
+from tests.factories import (
+    SCOPE_EVERY,
+    WORKER,
+    activated,
+    add_events,
+    append,
+    artifact,
+    content_for,
+    event,
+    imported_job,
+    make_workflow,
+    rejected,
+    stale_activation,
+    trace,
+)
+from tests.helpers import form_post
 from triggers.services import decide
 
 pytestmark = pytest.mark.django_db
 
-WORKER = Actor.worker("memoryhub.compaction.run_job", "task-1#1")
-COMPACTOR = {"name": "c1", "version": "1.0", "model": "extractive-v1", "algorithm_version": "a1"}
-SCOPE_EVERY = 10
-
-
 # --- data, through the services ---------------------------------------------------------------
-
-
-def add_events(workflow: Workflow, start: int, end: int) -> None:
-    """Message events; every 10th states a mandatory scope fact a valid summary must keep."""
-    batch = []
-    for i in range(start, end + 1):
-        extra: dict[str, Any] = {}
-        if i % SCOPE_EVERY == 0:
-            extra["facts"] = [
-                {"key": f"scope-{i}", "kind": "scope", "text": f"payments:write-{i}", "state": "info"}
-            ]
-        batch.append(event(i, **extra))
-    append(workflow, batch)
-
-
-def content_for(end: int, *, drop: tuple[int, ...] = ()) -> dict[str, Any]:
-    facts = [
-        {
-            "key": f"scope-{i}",
-            "kind": "scope",
-            "text": f"payments:write-{i}",
-            "state": "info",
-            "source_seqs": [i],
-        }
-        for i in range(SCOPE_EVERY, end + 1, SCOPE_EVERY)
-        if i not in drop
-    ]
-    return {
-        "narrative": f"Events 1-{end}: requirements for POST /payments.",
-        "facts": facts,
-        "open_items": [],
-    }
-
-
-def summarize(workflow: Workflow, end: int, **kwargs: Any) -> Summary:
-    return create_summary(
-        workflow,
-        content=content_for(end, **kwargs),
-        covers_from_seq=1,
-        covers_to_seq=end,
-        compactor=COMPACTOR,
-        actor=WORKER,
-    )
 
 
 @dataclass
@@ -93,63 +59,16 @@ def build_story(tenant, external_id: str = "api-tests-42", events: int = 60) -> 
     unvalidated read, an artifact, a finished compaction job and an overflow decision."""
     workflow = make_workflow(tenant, external_id, name="Payments API tests")
     add_events(workflow, 1, 20)
-    s1 = summarize(workflow, 20)
-    lifecycle.validate(s1, WORKER)
-    lifecycle.activate(s1, 0, WORKER)
+    s1 = activated(workflow, 1, 20)
     add_events(workflow, 21, events)
-    s2 = summarize(workflow, events - 10)
-    lifecycle.validate(s2, WORKER)
-    lifecycle.activate(s2, 1, WORKER)
-    assert not lifecycle.activate(s1, 1, WORKER).applied  # a late worker: stale, nothing changes
-    s3 = summarize(workflow, events, drop=(SCOPE_EVERY,))
-    lifecycle.validate(s3, WORKER)
-    workflow.refresh_from_db()
+    s2 = activated(workflow, 1, events - 10)
+    stale_activation(s1)  # a late worker: stale, nothing changes
+    s3 = rejected(workflow, 1, events, content=content_for(1, events, drop=(SCOPE_EVERY,)))
     head = workflow.head_seq
-    ok, _ = record_trace(
-        workflow,
-        {
-            "agent": "publisher",
-            "agent_run_id": "run-1",
-            "model_call_id": "call-1",
-            "summary_id": s2.summary_id,
-            "tail_to_seq": head,
-            "context_id": "ctx-1",
-            "manifest_hash": "sha256:" + "a" * 64,
-        },
-        WORKER,
-    )
-    record_trace(
-        workflow,
-        {
-            "agent": "reviewer",
-            "agent_run_id": "run-2",
-            "model_call_id": "call-2",
-            "summary_id": s3.summary_id,
-            "tail_to_seq": head,
-        },
-        WORKER,
-    )
-    record_artifact(
-        workflow,
-        {
-            "artifact_id": f"T57-{external_id}",
-            "kind": "test-suite",
-            "produced_by": {"model_call_id": ok.model_call_id},
-        },
-        WORKER,
-    )
-    CompactionJob.objects.create(
-        tenant=tenant,
-        workflow=workflow,
-        source_revision=s2.covers_to_seq,
-        compactor="c1",
-        idempotency_key=f"{tenant.pk}/{workflow.pk}/{s2.covers_to_seq}/c1",
-        status=JobStatus.SUCCEEDED,
-        outcome="activated",
-        summary=s2,
-        started_at=timezone.now(),
-        finished_at=timezone.now(),
-    )
+    ok = trace(workflow, s2, head, call="call-1", context_id="ctx-1", manifest_hash="sha256:" + "a" * 64)
+    trace(workflow, s3, head, call="call-2", agent="reviewer", context_id="", manifest_hash="")  # unvalidated
+    artifact(workflow, f"T57-{external_id}", [ok])
+    imported_job(workflow, s2.covers_to_seq, "c1", summary=s2)
     decide(workflow, {"expected_next_step_tokens": 40_000}, WORKER)  # projected past the hard limit
     for s in (s1, s2, s3):
         s.refresh_from_db()
@@ -250,7 +169,7 @@ def test_overview_empty_state(alice):
 
 def test_overview_window_buckets_are_aligned_and_cover_the_span():
     now = timezone.now()
-    for window in dashboard.WINDOWS.values():
+    for window in reports.WINDOWS.values():
         starts = window.starts(now)
         assert starts[-1] <= now < starts[-1] + window.bucket
         assert starts[0] <= now - window.span + window.bucket
@@ -320,9 +239,6 @@ def test_workflow_list_keyset_pages_cover_everything_once(alice, tenant, sort):
 
 
 def test_workflow_list_pages_never_use_offset(alice, tenant, django_assert_max_num_queries):
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
     for i in range(30):
         make_workflow(tenant, f"wf-{i:02d}")
     first = alice.web.get("/workflows/").content.decode()
@@ -389,7 +305,7 @@ def test_history_curve_samples_long_histories(alice, tenant, django_assert_max_n
         append(wf, [event(i) for i in range(lo, lo + 500)])
     fig = figures_in(alice.web.get("/workflows/long/").content.decode())["history"]
     history = next(t for t in fig["data"] if t["name"].startswith("history"))
-    assert len(history["x"]) <= dashboard.CURVE_POINTS + 2
+    assert len(history["x"]) <= detail.CURVE_POINTS + 2
     assert history["x"][-1] == 3000 and history["y"][-1] == Workflow.objects.get(pk=wf.pk).total_tokens
     assert "every 13 events" in fig["layout"]["title"]["text"]
 
@@ -436,7 +352,7 @@ def test_summary_page_shows_the_eight_groups_content_and_diff(alice, story):
     # Facts link to their source events on the workflow page (page of 50 seqs, anchored).
     assert 'href="/workflows/api-tests-42/?page=1#event-10"' in html
     assert 'href="/workflows/api-tests-42/?page=1#event-50"' in html
-    assert "Events 1-50: requirements for POST /payments." in html
+    assert "Events 1-50: requirements for POST /payments were discussed." in html
     assert 'id="check-table"' in html and 'id="summary-diff"' in html  # audit's diff partial
     assert "call-1" in html  # its consumer
 
@@ -475,10 +391,8 @@ def test_quarantine_from_the_summary_page_moves_the_pointer(bob, story):
     s2 = story.s2
     html = bob.web.get(f"/summaries/{s2.summary_id}/").content.decode()
     form = re.search(r'data-action="quarantine">.*?<form method="post" action="([^"]+)"', html, re.S)
-    csrf = bob.web.cookies["csrftoken"].value
-    r = bob.web.post(
-        form.group(1),
-        {"reason": "drops scope facts", "next": f"/summaries/{s2.summary_id}/", "csrfmiddlewaretoken": csrf},
+    r = form_post(
+        bob.web, form.group(1), {"reason": "drops scope facts", "next": f"/summaries/{s2.summary_id}/"}
     )
     assert r.status_code == 302 and r["Location"] == f"/summaries/{s2.summary_id}/"
     s2.refresh_from_db()
@@ -517,11 +431,7 @@ def test_rollback_and_waive_forms_carry_what_the_service_needs(bob, story):
 
 
 def test_viewer_forged_review_post_is_forbidden(carol, story):
-    csrf = carol.web.get("/overview/").cookies.get("csrftoken") or carol.web.cookies["csrftoken"]
-    r = carol.web.post(
-        f"/summaries/{story.s2.summary_id}/action/quarantine/",
-        {"reason": "forged", "csrfmiddlewaretoken": csrf.value},
-    )
+    r = form_post(carol.web, f"/summaries/{story.s2.summary_id}/action/quarantine/", {"reason": "forged"})
     assert r.status_code == 403
     assert Summary.objects.get(pk=story.s2.pk).status == SummaryStatus.ACTIVE
 

@@ -8,10 +8,18 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memoryhub.context.traces import record_artifact, record_trace
-from memoryhub.memory import lifecycle
-from tests.helpers import append, event, make_workflow
-from tests.memoryhub.test_pages import WORKER, add_events, build_story, summarize
+from tests.factories import (
+    WORKER,
+    add_events,
+    append,
+    artifact,
+    candidate,
+    event,
+    make_workflow,
+    stale_activation,
+    trace,
+)
+from tests.memoryhub.test_pages import build_story
 from triggers.services import decide
 
 pytestmark = pytest.mark.django_db
@@ -31,27 +39,12 @@ def grow(tenant, story, n: int) -> None:
         append(other, [event(j) for j in range(1, 3)])
     add_events(wf, wf.head_seq + 1, wf.head_seq + n)
     for _ in range(n // 10):
-        summarize(wf, wf.head_seq - 1)  # CANDIDATE versions
+        candidate(wf, 1, wf.head_seq - 1)  # CANDIDATE versions
     for _ in range(n // 5):
-        assert not lifecycle.activate(story.s1, 0, WORKER).applied  # stale attempts
-    wf.refresh_from_db()
+        stale_activation(story.s1)
     for i in range(n):
-        trace, _ = record_trace(
-            wf,
-            {
-                "agent": "publisher",
-                "agent_run_id": f"grow-{i}",
-                "model_call_id": f"grow-call-{i}",
-                "summary_id": story.s2.summary_id,
-                "tail_to_seq": wf.head_seq,
-            },
-            WORKER,
-        )
-        record_artifact(
-            wf,
-            {"artifact_id": f"G{i}", "kind": "report", "produced_by": {"model_call_id": trace.model_call_id}},
-            WORKER,
-        )
+        read = trace(wf, story.s2, wf.head_seq, call=f"grow-call-{i}", agent_run_id=f"grow-{i}")
+        artifact(wf, f"G{i}", [read])
         decide(wf, {"expected_next_step_tokens": 100 + i}, WORKER)
 
 

@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from memoryhub.compaction import get_compactor
+from memoryhub.compaction.samples import as_source_events
 from memoryhub.compaction.types import SourceEvent
 from memoryhub.core import quality as q
 from memoryhub.core.canonical import canonical_bytes, sha256_hex
@@ -18,17 +19,16 @@ from memoryhub.demo import scenario
 from memoryhub.memory.validation import CHECKS_BY_VERSION, WaiverError, apply_waivers, validate_summary
 from memoryhub.models import (
     AlertRule,
-    CompactionJob,
     ConsumerTrace,
     Event,
-    JobStatus,
     Membership,
     Summary,
     TokenEstimate,
     Workflow,
 )
 from memoryhub.observe.metrics import compute
-from tests.helpers import append, event, make_workflow
+from memoryhub.pipeline.jobs import request_compaction
+from tests.factories import TEST_ACTOR, append, event, make_workflow
 
 # -- pure: extraction --------------------------------------------------------------------------
 
@@ -92,20 +92,7 @@ def _content(narrative, facts=()):
 
 
 def _demo_source():
-    return [
-        SourceEvent(
-            seq=seq,
-            kind=e["kind"],
-            content=e["content"],
-            agent=e["agent"],
-            role=e["role"],
-            tool_call_id=e.get("tool_call_id", ""),
-            facts=e.get("facts", []),
-            refs=e.get("refs", []),
-            side_effect=e.get("side_effect", "none"),
-        )
-        for seq, e in enumerate(scenario._acme_events(), 1)
-    ]
+    return as_source_events(scenario._acme_events())
 
 
 def test_s3_passes_rules_5_and_fails_rules_6_on_the_401_requirement():
@@ -382,10 +369,7 @@ def test_a_call_over_the_safe_budget_with_no_compaction_is_a_missed_compaction(a
     big.refresh_from_db()
     assert big.history_tokens > 18_000
     assert "missed_compaction" in _trace(api, big, "c-1").json()["flags"]
-    CompactionJob.objects.create(
-        tenant=tenant, workflow=big, source_revision=big.head_seq, compactor="extractive-v2",
-        idempotency_key="k-1", status=JobStatus.QUEUED,
-    )  # fmt: skip
+    request_compaction(big, compactor="extractive-v2", actor=TEST_ACTOR)  # requested, not run yet
     assert "missed_compaction" not in _trace(api, big, "c-2").json()["flags"]
     assert compute(tenant, "missed_compaction", since=None) == 1.0
     assert ConsumerTrace.objects.filter(workflow=big).count() == 2
@@ -406,7 +390,7 @@ def test_policy_quality_block_round_trips_and_rejects_bad_floors(api, tenant):
     assert bad.status_code == 400 and "quality.floors.numbers" in bad.json()["detail"]
     assert api.get(url).json()["quality"]["floors"]["numbers"] == 0.5
     from memoryhub.memory.lifecycle import run_validator
-    from tests.memoryhub.summary_helpers import candidate
+    from tests.factories import candidate
 
     append(wf, [event(1)])
     assert run_validator(candidate(Workflow.objects.get(pk=wf.pk))).validator_version == "rules-5"

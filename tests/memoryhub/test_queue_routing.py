@@ -10,17 +10,12 @@ from collections.abc import Callable
 import pytest
 
 from memoryhub.celery import app
-from memoryhub.core.actors import Actor
 from memoryhub.models import AlertEvent, CompactionJob, JobStatus, Notification
-from memoryhub.observe.alerting.services import create_channel, create_rule
 from memoryhub.pipeline import jobs
 from memoryhub.schedules import BEAT_SCHEDULE
+from tests.factories import ADMIN, alert_channel, alert_rule, build_workflow
 
-from .alert_helpers import Receiver
 from .llm_endpoint import fake_llm
-from .summary_helpers import build_workflow
-
-ADMIN = Actor.system("test-admin")
 
 
 def queue_of(task_name: str) -> str:
@@ -58,39 +53,28 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
-def test_an_alert_fires_and_delivers_while_compactions_back_up(tenant, settings, tmp_path):
+def test_an_alert_fires_and_delivers_while_compactions_back_up(tenant, settings, tmp_path, receiver):
     from memoryhub.observe.alerting import tasks
     from memoryhub.pipeline.worker import running_worker
 
-    receiver = Receiver().start()
     with fake_llm() as llm:
         llm.gate = threading.Event()  # every compaction hangs at the model until the test ends
         settings.MEMORYHUB_LLM_BASE_URL, settings.MEMORYHUB_LLM_MODEL = llm.url, "gpt-test"
-        settings.MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = ["127.0.0.1/32"]  # the local test receiver
         env = {
             "MEMORYHUB_LLM_BASE_URL": llm.url,
             "MEMORYHUB_LLM_MODEL": "gpt-test",
             "MEMORYHUB_CHANNEL_ALLOWED_NETWORKS": "127.0.0.1/32",
         }
         workflows = [build_workflow(tenant, f"backlog-{i}", n=30) for i in range(4)]
-        channel = create_channel(
+        channel = alert_channel(tenant, name="ops", url=receiver.url("/hook"), secret=receiver.secret)
+        rule = alert_rule(
             tenant,
-            {"kind": "webhook", "name": "ops", "url": receiver.url("/hook"), "secret": receiver.secret},
-            ADMIN,
-        )
-        rule = create_rule(
-            tenant,
-            {
-                "name": "tail too long",
-                "metric": "tail_events",
-                "comparator": "gt",
-                "warning_threshold": 10,
-                "critical_threshold": 1000,
-                "window_minutes": 15,
-                "interval_seconds": 60,
-                "channels": [channel.pk],
-            },
-            ADMIN,
+            channel,
+            name="tail too long",
+            metric="tail_events",
+            warning_threshold=10,
+            critical_threshold=1000,
+            interval_seconds=60,
         )
         app.control.purge()
         try:
@@ -123,7 +107,6 @@ def test_an_alert_fires_and_delivers_while_compactions_back_up(tenant, settings,
         finally:
             llm.gate.set()
             app.control.purge()
-            receiver.stop()
 
     assert elapsed < rule.interval_seconds, f"alert delivered after {elapsed:.1f}s"
     flip = AlertEvent.objects.get(rule=rule)

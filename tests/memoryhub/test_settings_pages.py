@@ -14,7 +14,8 @@ from django.test.utils import CaptureQueriesContext
 from audit.models import AuditEntry
 from memoryhub.accounts.tenancy import add_member, issue_api_key
 from memoryhub.models import ApiKey, Membership, Role
-from tests.helpers import make_workflow
+from tests.factories import make_workflow
+from tests.helpers import form_post
 
 pytestmark = pytest.mark.django_db
 
@@ -24,10 +25,6 @@ def token_of(client: Client, url: str) -> str:
     match = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.content.decode())
     assert match, f"{url} has a CSRF token"
     return match.group(1)
-
-
-def post(client: Client, url: str, data: dict | None = None, page: str = "/settings/members/"):
-    return client.post(url, {**(data or {}), "csrfmiddlewaretoken": token_of(client, page)})
 
 
 def actions(tenant) -> list[str]:
@@ -64,18 +61,18 @@ def test_admin_sees_the_link_and_both_pages(alice, bob):
 
 
 def test_admin_adds_rerole_and_removes_a_member(alice, tenant):
-    r = post(
+    r = form_post(
         alice.web,
         "/settings/members/",
         {"username": "dave", "role": "viewer", "password": "a-long-passphrase"},
     )
     assert r.status_code == 302
     assert Membership.objects.get(tenant=tenant, user__username="dave").role == Role.VIEWER
-    r = post(alice.web, "/settings/members/dave/role/", {"role": "reviewer"})
+    r = form_post(alice.web, "/settings/members/dave/role/", {"role": "reviewer"})
     assert r.status_code == 302
     assert Membership.objects.get(tenant=tenant, user__username="dave").role == Role.REVIEWER
     assert "dave is now reviewer." in alice.web.get("/settings/members/").content.decode()
-    r = post(alice.web, "/settings/members/dave/remove/")
+    r = form_post(alice.web, "/settings/members/dave/remove/")
     assert r.status_code == 302
     assert not Membership.objects.filter(tenant=tenant, user__username="dave").exists()
     assert get_user_model().objects.filter(username="dave").exists()  # the account stays
@@ -84,47 +81,44 @@ def test_admin_adds_rerole_and_removes_a_member(alice, tenant):
 
 def test_bad_member_form_shows_the_error_and_writes_nothing(alice, bob, tenant):
     log = actions(tenant)
-    r = post(alice.web, "/settings/members/", {"username": "bob", "role": "viewer"})
+    r = form_post(alice.web, "/settings/members/", {"username": "bob", "role": "viewer"})
     assert r.status_code == 400 and "already a member" in r.content.decode()
-    r = post(alice.web, "/settings/members/", {"username": "erin", "role": "viewer", "password": "short"})
+    r = form_post(
+        alice.web, "/settings/members/", {"username": "erin", "role": "viewer", "password": "short"}
+    )
     assert r.status_code == 400 and "too short" in r.content.decode()
-    r = post(alice.web, "/settings/members/bob/role/", {"role": "emperor"})
+    r = form_post(alice.web, "/settings/members/bob/role/", {"role": "emperor"})
     assert (
         r.status_code == 302
         and "role: must be one of" in alice.web.get("/settings/members/").content.decode()
     )
-    r = post(alice.web, "/settings/members/alice/remove/")
+    r = form_post(alice.web, "/settings/members/alice/remove/")
     assert "last admin" in alice.web.get("/settings/members/").content.decode()
-    assert post(alice.web, "/settings/members/nobody/remove/").status_code == 404
+    assert form_post(alice.web, "/settings/members/nobody/remove/").status_code == 404
     assert actions(tenant) == log
     assert Membership.objects.get(tenant=tenant, user__username="alice").role == Role.ADMIN
 
 
 def test_a_new_key_is_shown_once_then_rotated_and_revoked(alice, tenant):
-    r = post(alice.web, "/settings/keys/", {"name": "ci", "role": "reviewer"}, page="/settings/keys/")
+    r = form_post(alice.web, "/settings/keys/", {"name": "ci", "role": "reviewer"})
     assert r.status_code == 200 and r["Cache-Control"] == "no-store"
     secret = re.search(r'data-testid="secret">([^<]+)<', r.content.decode()).group(1)
     key = ApiKey.objects.get(tenant=tenant, name="ci")
     assert key.role == Role.REVIEWER and key.created_by == alice.user
     assert secret not in alice.web.get("/settings/keys/").content.decode()  # once
-    r = post(alice.web, f"/settings/keys/{key.prefix}/rotate/", page="/settings/keys/")
+    r = form_post(alice.web, f"/settings/keys/{key.prefix}/rotate/")
     new_secret = re.search(r'data-testid="secret">([^<]+)<', r.content.decode()).group(1)
     assert new_secret != secret
     key.refresh_from_db()
     assert key.revoked_at is not None and key.replaced_by.name == "ci"
-    post(alice.web, f"/settings/keys/{key.replaced_by.prefix}/revoke/", page="/settings/keys/")
+    form_post(alice.web, f"/settings/keys/{key.replaced_by.prefix}/revoke/")
     assert ApiKey.objects.filter(tenant=tenant, name="ci", revoked_at__isnull=True).count() == 0
     assert actions(tenant)[-3:] == ["api_key.issue", "api_key.rotate", "api_key.revoke"]
 
 
 def test_another_tenants_key_or_member_is_404(alice, mallory):
-    assert (
-        post(
-            alice.web, f"/settings/keys/{mallory.key.key.prefix}/revoke/", page="/settings/keys/"
-        ).status_code
-        == 404
-    )
-    assert post(alice.web, "/settings/members/mallory/remove/").status_code == 404
+    assert form_post(alice.web, f"/settings/keys/{mallory.key.key.prefix}/revoke/").status_code == 404
+    assert form_post(alice.web, "/settings/members/mallory/remove/").status_code == 404
     assert ApiKey.objects.get(pk=mallory.key.key.pk).revoked_at is None
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from memoryhub.core.actors import Actor
 from memoryhub.memory.observed import record_observed_compaction
 from memoryhub.models import WorkflowSource
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 
 ACTOR = Actor.system("tests")
 

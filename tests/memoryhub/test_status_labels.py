@@ -9,23 +9,13 @@ import re
 
 import pytest
 
-from memoryhub.models import AlertRule, Channel
+from memoryhub.models import AlertRule
 from memoryhub.observe.alerting.deliver import MAX_ATTEMPTS, deliver_pending
 from memoryhub.observe.alerting.evaluate import evaluate_rule
 from memoryhub.templatetags.numbers import format_duration, format_metric, format_number, format_percent
-from tests.memoryhub.summary_helpers import activated, build_workflow, validated
-from triggers.models import ContextPolicy
-
-from .alert_helpers import Receiver
+from tests.factories import activated, alert_channel, build_workflow, only_rule, require_approval, validated
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def receiver():
-    server = Receiver().start()
-    yield server
-    server.stop()
 
 
 def text(html: str) -> str:
@@ -34,7 +24,7 @@ def text(html: str) -> str:
 
 def test_awaiting_approval_is_labelled_on_list_workflow_and_summary_pages(alice, tenant):
     wf = build_workflow(tenant, "needs-approval")
-    ContextPolicy.objects.create(tenant=tenant, workflow=wf, require_approval=True)
+    require_approval(tenant, wf)
     s1 = validated(wf)
     other = build_workflow(tenant, "free")
     validated(other)  # no policy: VALIDATED, nothing awaited
@@ -67,31 +57,23 @@ def test_rules_are_not_evaluated_yet_until_their_first_evaluation(alice, tenant)
 
 
 def test_firing_alert_in_nav_and_overview_links_the_breaching_workflow_and_failed_deliveries(
-    alice, tenant, receiver, settings
+    alice, tenant, receiver
 ):
-    settings.MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = ["127.0.0.1/32"]  # the local test receiver
-    AlertRule.objects.filter(tenant=tenant).update(enabled=False)
     hot = build_workflow(tenant, "hot", n=30)
     activated(hot, 1, 10)  # 20 events behind head
     build_workflow(tenant, "cool", n=3)
-    channel = Channel.objects.create(
-        tenant=tenant,
-        kind="webhook",
-        name="broken hook",
-        url=receiver.url("/status/503"),
-        secret=receiver.secret,
+    channel = alert_channel(
+        tenant, name="broken hook", url=receiver.url("/status/503"), secret=receiver.secret
     )
-    rule = AlertRule.objects.create(
-        tenant=tenant,
+    rule = only_rule(
+        tenant,
+        channel,
         name="Tail too long",
         metric="tail_events",
         aggregation="max",
-        comparator="gt",
         warning_threshold=5,
         critical_threshold=5124,
-        window_minutes=15,
     )
-    rule.channels.set([channel])
     flip = evaluate_rule(rule).flip
     assert flip is not None and flip.to_state == "warning"
     for _ in range(MAX_ATTEMPTS):

@@ -15,8 +15,8 @@ from memoryhub.core.canonical import canonical_bytes, hash_value
 from memoryhub.core.tokens import count_tokens
 from memoryhub.memory import lifecycle
 from memoryhub.memory.summaries import summary_content, verify_summary
-from memoryhub.models import ConsumerTrace, Summary
-from tests.memoryhub.summary_helpers import (
+from memoryhub.models import Summary
+from tests.factories import (
     COMPACTOR,
     REVIEWER,
     WORKER,
@@ -24,9 +24,10 @@ from tests.memoryhub.summary_helpers import (
     build_workflow,
     candidate,
     content_for,
-    post,
+    trace,
     validated,
 )
+from tests.helpers import post
 
 pytestmark = pytest.mark.django_db
 
@@ -180,10 +181,7 @@ def test_detail_shows_all_eight_metadata_groups(api, tenant):
     wf.refresh_from_db()
     lifecycle.activate(s2, wf.active_revision, REVIEWER)
     for i in range(3):
-        ConsumerTrace.objects.create(
-            tenant=tenant, workflow=wf, agent="test-agent", agent_run_id="run-1", model_call_id=f"call-{i}",
-            summary=s2, summary_status_at_read="ACTIVE", summary_watermark=30, tail_to_seq=30, head_seq_at_read=30,
-        )  # fmt: skip
+        trace(wf, s2, 30, call=f"call-{i}", agent="test-agent")
     data = api.get(f"/api/v1/summaries/{s2.summary_id}/").json()
     assert data["identity"]["version"] == 2 and data["identity"]["label"] == "S2"
     assert data["identity"]["workflow"] == "wf" and data["identity"]["created_by"] == str(WORKER)
@@ -219,9 +217,7 @@ def test_detail_caps_the_trace_list_but_counts_all(api, tenant):
     wf = build_workflow(tenant)
     s1 = activated(wf)
     for i in range(55):
-        ConsumerTrace.objects.create(
-            tenant=tenant, workflow=wf, agent="a", agent_run_id="r", model_call_id=f"c{i}", summary=s1
-        )
+        trace(wf, s1, 30, call=f"c{i}")
     consumers = api.get(f"/api/v1/summaries/{s1.summary_id}/").json()["consumers"]
     assert consumers["count"] == 55 and consumers["shown"] == len(consumers["traces"]) == 50
 
@@ -238,9 +234,7 @@ def test_detail_query_count_does_not_grow_with_history(api, tenant):
     queries(first.summary_id)  # warm-up: the API key's last_used_at is written on first use
     small = queries(first.summary_id)
     for i in range(10):
-        ConsumerTrace.objects.create(
-            tenant=tenant, workflow=wf, agent="a", agent_run_id="r", model_call_id=f"c{i}", summary=first
-        )
+        trace(wf, first, 30, call=f"c{i}")
     lifecycle.quarantine(first, REVIEWER, "check")
     lifecycle.release(first, REVIEWER, "fine")
     assert queries(first.summary_id) == small

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from memoryhub.context.traces import record_artifact, record_trace
 from memoryhub.models import ConsumerTrace
-from tests.helpers import TEST_ACTOR, append, event, make_workflow
+from tests.factories import TEST_ACTOR, append, event, make_workflow
 
 pytestmark = pytest.mark.django_db
 

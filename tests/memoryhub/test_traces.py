@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from audit.models import AuditEntry
 from memoryhub.core.canonical import hash_value
 from memoryhub.memory import lifecycle
 from memoryhub.models import Artifact, ConsumerTrace
-from tests.helpers import append, event, make_workflow
-from tests.memoryhub.summary_helpers import REVIEWER, activated, add_events, build_workflow, candidate
+from tests.factories import (
+    REVIEWER,
+    activated,
+    add_events,
+    append,
+    build_workflow,
+    candidate,
+    event,
+    make_workflow,
+)
+from tests.helpers import post
 
 pytestmark = pytest.mark.django_db
 
 TRACES = "/api/v1/workflows/{}/traces/"
 ARTIFACTS = "/api/v1/workflows/{}/artifacts/"
-
-
-def post(client, url, body):
-    return client.post(url, data=json.dumps(body), content_type="application/json")
 
 
 def context(client, wf: str = "wf") -> dict:

@@ -9,7 +9,8 @@ from memoryhub.context.traces import record_artifact, record_trace
 from memoryhub.core.actors import Actor
 from memoryhub.memory.workflows import get_workflow
 from memoryhub.models import Artifact, ConsumerTrace
-from tests.helpers import append, event, make_workflow, race
+from tests.factories import append, event, make_workflow
+from tests.helpers import race
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 AGENT = Actor.api_key("agent", "abc")

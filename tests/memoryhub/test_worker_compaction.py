@@ -19,14 +19,13 @@ import pytest
 from kombu import pools as kombu_pools
 
 from memoryhub.celery import app
-from memoryhub.compaction.samples import payments_workflow
 from memoryhub.core.actors import Actor
 from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus
 from memoryhub.pipeline import jobs
 from memoryhub.pipeline.tasks import run_compaction
 from memoryhub.pipeline.worker import running_worker
 from memoryhub.schedules import BEAT_SCHEDULE
-from tests.helpers import append, make_workflow
+from tests.factories import payments
 from tests.memoryhub.llm_endpoint import FakeLLM, fake_llm
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -54,18 +53,8 @@ def attempts(job_id: int) -> list[dict]:
 
 
 @pytest.fixture
-def broker():
-    """An empty default queue before and after, so no test sees another's messages."""
-    app.control.purge()
-    yield
-    app.control.purge()
-
-
-@pytest.fixture
 def wf(tenant):
-    workflow = make_workflow(tenant, "api-tests-42")
-    append(workflow, payments_workflow(rounds=4))
-    return workflow
+    return payments(tenant)
 
 
 @pytest.fixture
@@ -79,7 +68,7 @@ def llm_env(llm: FakeLLM, **extra: str) -> dict[str, str]:
     return {"MEMORYHUB_LLM_BASE_URL": llm.url, "MEMORYHUB_LLM_MODEL": "gpt-test", **extra}
 
 
-def test_the_same_job_delivered_three_times_serially_makes_one_summary(broker, wf, tmp_path):
+def test_the_same_job_delivered_three_times_serially_makes_one_summary(empty_broker, wf, tmp_path):
     with running_worker(log_dir=tmp_path):
         job, _ = jobs.request_compaction(wf, actor=ACTOR)  # on_commit enqueue: delivery 1
         wait_for(lambda: finished(job.pk), what="the first delivery")
@@ -94,7 +83,7 @@ def test_the_same_job_delivered_three_times_serially_makes_one_summary(broker, w
     assert Summary.objects.get(job=job).status == SummaryStatus.ACTIVE
 
 
-def test_the_same_job_delivered_three_times_concurrently_makes_one_summary(broker, wf, tmp_path):
+def test_the_same_job_delivered_three_times_concurrently_makes_one_summary(empty_broker, wf, tmp_path):
     job, _ = jobs.request_compaction(wf, actor=ACTOR)
     run_compaction.apply_async(args=[job.pk])
     run_compaction.apply_async(args=[job.pk])
@@ -108,7 +97,7 @@ def test_the_same_job_delivered_three_times_concurrently_makes_one_summary(broke
     assert Summary.objects.filter(workflow=wf).count() == 1
 
 
-def test_a_worker_killed_mid_task_is_redelivered_and_completes_once(broker, wf, llm, tmp_path):
+def test_a_worker_killed_mid_task_is_redelivered_and_completes_once(empty_broker, wf, llm, tmp_path):
     env = llm_env(llm, MEMORYHUB_COMPACTION_LEASE_SECONDS="3")
     llm.gate = threading.Event()  # hold the first answer: the worker is mid-task
     with running_worker(env=env, log_dir=tmp_path, name="doomed") as doomed:
@@ -130,7 +119,7 @@ def test_a_worker_killed_mid_task_is_redelivered_and_completes_once(broker, wf, 
     assert len(llm.requests) == 2
 
 
-def test_a_job_whose_worker_always_dies_ends_failed_instead_of_looping(broker, wf, llm, tmp_path):
+def test_a_job_whose_worker_always_dies_ends_failed_instead_of_looping(empty_broker, wf, llm, tmp_path):
     env = llm_env(llm, MEMORYHUB_COMPACTION_LEASE_SECONDS="2", MEMORYHUB_COMPACTION_MAX_DELIVERIES="2")
     llm.gate = threading.Event()  # never answers: every worker dies mid-task
     job, _ = jobs.request_compaction(wf, compactor="openai-chat-v2", actor=ACTOR)
@@ -151,7 +140,7 @@ def test_a_job_whose_worker_always_dies_ends_failed_instead_of_looping(broker, w
     assert not Summary.objects.filter(workflow=wf).exists()
 
 
-def test_transient_llm_errors_are_retried_with_backoff_by_the_worker(broker, wf, llm, tmp_path):
+def test_transient_llm_errors_are_retried_with_backoff_by_the_worker(empty_broker, wf, llm, tmp_path):
     llm.statuses = [500, 503]
     env = llm_env(llm, MEMORYHUB_COMPACTION_RETRY_BACKOFF="0.2")
     with running_worker(env=env, log_dir=tmp_path):

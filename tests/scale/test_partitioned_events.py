@@ -20,7 +20,7 @@ from memoryhub.core.partitioning import (
     unpartition_events,
 )
 from memoryhub.models import Event
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db]
 

@@ -13,7 +13,9 @@ from audit.models import AuditEntry
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import NotFound
 from memoryhub.models import Workflow
-from tests.helpers import append, event, make_workflow
+from tests import factories as f
+from tests.factories import add_tokens, append, event, make_workflow
+from tests.helpers import frozen
 from triggers.models import ContextPolicy, TriggerDecision
 
 pytestmark = pytest.mark.django_db
@@ -33,13 +35,6 @@ SEED_POLICY = {
     "require_approval": False,
     "strategies": {"projected_next_step": {"enabled": True}},
 }
-
-
-def set_totals(workflow: Workflow, **totals) -> Workflow:
-    """Put the running totals where a test needs them (the trigger reads only these)."""
-    Workflow.objects.filter(pk=workflow.pk).update(**totals)
-    workflow.refresh_from_db()
-    return workflow
 
 
 @pytest.fixture
@@ -182,7 +177,7 @@ def test_policy_export(api, wf):
 
 
 def test_seed_decisions_through_the_api(api, wf):
-    set_totals(wf, tail_tokens=15_000, tail_events=30)
+    add_tokens(wf, 15_000, events=30)
     r = api.post(url("wf-trig", "trigger"), {"expected_next_step_tokens": 2_000}, format="json")
     assert r.status_code == 200
     d = r.json()
@@ -191,7 +186,11 @@ def test_seed_decisions_through_the_api(api, wf):
     assert isinstance(d["decision_id"], int)
 
     # History = active summary tokens + tail tokens (running totals, never a recount).
-    set_totals(wf, summary_tokens=5_000, tail_tokens=12_000)
+    with frozen(timezone.now() - timedelta(minutes=10)):  # long enough ago for the hysteresis
+        summary = f.activated(wf, 1, 30, content=f.summary_content("Thirty filler events."))
+    add_tokens(wf, 17_000 - summary.token_count)
+    wf.refresh_from_db()
+    assert (wf.summary_tokens, wf.tail_tokens) == (summary.token_count, 17_000 - summary.token_count)
     d = api.post(url("wf-trig", "trigger"), {"expected_next_step_tokens": 4_000}, format="json").json()
     assert (d["action"], d["strategy"]) == ("compact", "projected_next_step")
     assert (d["current_tokens"], d["projected_tokens"], d["over_by"], d["target_tokens"]) == (
@@ -204,7 +203,7 @@ def test_seed_decisions_through_the_api(api, wf):
 
 
 def test_every_stateful_decision_is_logged(api, wf):
-    set_totals(wf, tail_tokens=17_000)
+    add_tokens(wf, 17_000)
     d = api.post(url("wf-trig", "trigger"), {"expected_next_step_tokens": 4_000}, format="json").json()
     row = TriggerDecision.objects.get(pk=d["decision_id"])
     assert (row.action, row.strategy, row.projected_tokens, row.hard_limit) == (
@@ -227,10 +226,12 @@ def test_stateful_call_reads_open_tool_calls_and_side_effects_from_events(api, w
         wf,
         [
             event(1, kind="tool_call", tool_call_id="call-1", content="GET /spec"),
-            event(2, kind="message", side_effect="pending", content="publishing tests"),
+            event(
+                2, kind="message", tool_call_id="publish-1", side_effect="pending", content="publishing tests"
+            ),
         ],
     )
-    set_totals(wf, tail_tokens=17_000)
+    add_tokens(wf, 17_000)
     d = api.post(url("wf-trig", "trigger"), {"expected_next_step_tokens": 4_000}, format="json").json()
     assert d["action"] == "retrieve_or_block"
     assert d["blocked_by"] == ["unresolved_tool_calls", "pending_side_effects"]
@@ -240,26 +241,23 @@ def test_stateful_call_reads_open_tool_calls_and_side_effects_from_events(api, w
     append(
         wf,
         [
-            event(3, kind="tool_result", tool_call_id="call-1", content="200 OK"),
-            event(4, kind="message", side_effect="done", client_event_id="ev-2b", content="published"),
+            event(4, kind="tool_result", tool_call_id="call-1", content="200 OK"),
+            event(5, kind="message", tool_call_id="publish-1", side_effect="done", content="published"),
         ],
     )
     wf.refresh_from_db()
-    assert wf.open_tool_calls == []
-    set_totals(wf, tail_tokens=17_000, pending_side_effects=[])
+    assert wf.open_tool_calls == [] and wf.pending_side_effects == []
     d = api.post(url("wf-trig", "trigger"), {"expected_next_step_tokens": 4_000}, format="json").json()
     assert d["action"] == "compact"
 
 
 def test_hysteresis_from_workflow_totals(api, wf):
-    # Compacted 30 s ago at 17,500 total tokens; 500 new tokens since.
-    set_totals(
-        wf,
-        total_tokens=18_000,
-        tail_tokens=18_000,
-        tokens_at_last_compaction=17_500,
-        last_compacted_at=timezone.now() - timedelta(seconds=30),
-    )
+    # Compacted 30 s ago at 17,500 covered tokens, into a summary that keeps nearly all of them; 500
+    # new tokens since: the history is over the safe budget, but too little is new to compact again.
+    add_tokens(wf, 17_500)
+    with frozen(timezone.now() - timedelta(seconds=30)):
+        f.activated(wf, 1, 1, content=f.summary_content("Kept in full:" + f.text_of_tokens(17_000)))
+    add_tokens(wf, 500)
     d = api.post(url("wf-trig", "trigger"), {"expected_next_step_tokens": 1_000}, format="json").json()
     assert d["action"] == "continue"
     assert d["suppressed_by"] == "min_new_tokens"
@@ -317,15 +315,13 @@ def test_a_stateful_decision_is_one_read_and_one_logged_row(settings, tenant, ot
     from triggers import services
 
     settings.MEMORYHUB_PREPARE_DECISION_READ = prepared
-    set_totals(wf, tail_tokens=17_000, tail_events=40)
-    ContextPolicy.objects.create(tenant=other_tenant, context_window=1_000_000, target_tokens=1_000)
+    add_tokens(wf, 17_000, events=40)
+    f.policy(other_tenant, context_window=1_000_000, target_tokens=1_000)
     for expected_source, expected_budget in (("default", 18_000), ("tenant", 50_000), ("workflow", 38_000)):
         if expected_source == "tenant":
-            ContextPolicy.objects.create(tenant=tenant, context_window=64_000, target_tokens=8_000)
+            f.policy(tenant, context_window=64_000, target_tokens=8_000)
         if expected_source == "workflow":
-            ContextPolicy.objects.create(
-                tenant=tenant, workflow=wf, context_window=52_000, target_tokens=8_000
-            )
+            f.policy(tenant, wf, context_window=52_000, target_tokens=8_000)
         for _ in range(2):  # the second call reuses the prepared statement on PostgreSQL
             with CaptureQueriesContext(connection) as ctx:
                 workflow = services.workflow_for_decision(tenant, "wf-trig")
@@ -458,25 +454,28 @@ def test_enqueue_requests_one_idempotent_compaction_job(api, wf):
     from memoryhub.models import CompactionJob
 
     append(wf, [event(i) for i in range(1, 4)])
-    set_totals(wf, tail_tokens=17_000)
+    add_tokens(wf, 17_000)
     body = {"expected_next_step_tokens": 4_000, "enqueue": True}
     first = api.post(url("wf-trig", "trigger"), body, format="json").json()
     again = api.post(url("wf-trig", "trigger"), body, format="json").json()
     assert first["action"] == again["action"] == "compact"
     assert first["job_id"] is not None and first["job_id"] == again["job_id"]
     job = CompactionJob.objects.get()
-    assert (job.workflow_id, job.source_revision) == (wf.pk, 3)
+    assert (job.workflow_id, job.source_revision) == (wf.pk, 4)
     assert TriggerDecision.objects.filter(job=job).count() == 2
     # A continue never starts a job, even when asked to.
-    set_totals(wf, tail_tokens=1_000)
+    f.activated(wf, 1, 4, content=f.summary_content("Three messages about POST /payments, then filler."))
     calm = api.post(url("wf-trig", "trigger"), body, format="json").json()
     assert (calm["action"], calm["job_id"]) == ("continue", None)
     assert CompactionJob.objects.count() == 1
 
 
+@pytest.mark.impossible_state(
+    "running totals with no events behind them: the one way a compact decision meets a refusing compaction service"
+)
 def test_enqueue_failure_writes_nothing(api, wf):
     # No events yet: the compaction service refuses, and the decision is not logged either.
-    set_totals(wf, tail_tokens=17_000)
+    f.totals_bypassing_services(wf, tail_tokens=17_000)
     r = api.post(
         url("wf-trig", "trigger"), {"expected_next_step_tokens": 4_000, "enqueue": True}, format="json"
     )
@@ -499,14 +498,14 @@ def test_rejected_newest_candidate_blocks_compaction(api, wf):
         actor=Actor.system("tests"),
     )
     lifecycle.reject(summary, Actor.user("bob"), "drops the OAuth scope")
-    set_totals(wf, tail_tokens=17_000)
+    add_tokens(wf, 17_000)
     d = api.post(url("wf-trig", "trigger"), {"expected_next_step_tokens": 4_000}, format="json").json()
     assert d["action"] == "retrieve_or_block"
     assert d["blocked_by"] == ["last_validation_failed"]
 
 
 def test_stateful_policy_resolution_override_then_tenant_default(api, wf):
-    set_totals(wf, tail_tokens=17_000)
+    add_tokens(wf, 17_000)
     api.put("/api/v1/triggers/policy/", SEED_POLICY | {"hard_limit_tokens": 20_000}, format="json")
     d = api.post(url("wf-trig", "trigger"), {"expected_next_step_tokens": 4_000}, format="json").json()
     assert (d["hard_limit"], d["policy_source"], d["strategy"]) == (20_000, "tenant", "emergency_guard")

@@ -9,7 +9,7 @@ import pytest
 from django.db import connections
 
 from tests.conftest import PASSWORD
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

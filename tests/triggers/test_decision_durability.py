@@ -1,9 +1,10 @@
-"""Which trigger decisions wait for a synchronous commit, and that the asynchronous one stays LOCAL.
+"""Which trigger decisions are committed before their call returns, and which are buffered.
 
-A plain "continue" (the check an agent makes before every step) is logged with
-``synchronous_commit = off`` for its own one-statement transaction and answered without a
-decision_id; compact / retrieve_or_block decisions, enqueue requests and decisions made inside a
-caller's transaction are committed synchronously and answered with their decision_id.
+A plain "continue" (the check an agent makes before every step) is buffered in the process
+(triggers.decision_log), written by a synchronous batch flush and answered without a
+decision_id; compact / retrieve_or_block decisions, enqueue requests, a continue with a token
+estimate or past the hard limit, and decisions made inside a caller's transaction are committed
+before the call returns and answered with their decision_id.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from memoryhub.core.actors import Actor
-from memoryhub.models import Workflow
-from tests.helpers import make_workflow
-from triggers import services
+from tests.factories import add_tokens, make_workflow
+from triggers import decision_log, services
+from triggers.decision_log import flush_decision_buffer
 from triggers.models import TriggerDecision
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -29,7 +30,7 @@ RETRIEVE = {"expected_next_step_tokens": 4_000, "unresolved_tool_calls": 1, "pen
 @pytest.fixture
 def wf(tenant):
     workflow = make_workflow(tenant, "wf-durable")
-    Workflow.objects.filter(pk=workflow.pk).update(tail_tokens=17_000)
+    add_tokens(workflow, 17_000)
     return workflow
 
 
@@ -57,13 +58,13 @@ def committed_elsewhere(pk: int) -> bool:
         )
 
 
-def _statement_text(sql: str) -> str:
-    """The SQL a write ran: itself, or the prepared statement it EXECUTEd in this session."""
-    if not sql.startswith("EXECUTE "):
-        return sql
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT statement FROM pg_prepared_statements WHERE name = %s", [sql.split()[1]])
-        return cursor.fetchone()[0]
+def count_elsewhere() -> int:
+    """Decision rows committed, as another session sees them."""
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    with psycopg.connect(**params) as other:
+        return other.execute("SELECT count(*) FROM triggers_triggerdecision").fetchone()[0]
 
 
 def test_server_default_is_synchronous():
@@ -71,30 +72,34 @@ def test_server_default_is_synchronous():
     assert setting() == "on"
 
 
-def test_continue_is_committed_asynchronously_in_its_own_transaction(tenant, wf):
+def test_continue_is_buffered_and_written_by_a_synchronous_flush(tenant, wf):
     row, sql = decide(tenant, CONTINUE)
-    assert row.action == "continue"
-    assert row.durable is False
-    # One write: the INSERT itself, or EXECUTE of it prepared once per session.
-    writes = [s for s in sql if s.startswith(("INSERT", "EXECUTE memoryhub_continue_decision"))]
-    assert len(writes) == 1
-    assert "set_config('synchronous_commit', 'off', true)" in _statement_text(writes[0])
-    # Committed (another session sees it) and logged with every number it used.
-    assert committed_elsewhere(row.pk)
-    stored = TriggerDecision.objects.get(pk=row.pk)
-    assert (stored.action, stored.current_tokens, stored.projected_tokens) == ("continue", 17_000, 18_000)
+    assert (row.action, row.durable, row.pk) == ("continue", False, None)
+    # No write on the call: the row waits in this process's buffer.
+    assert not [s for s in sql if s.startswith(("INSERT", "EXECUTE", "COPY"))]
+    assert count_elsewhere() == 0
     payload = services.decision_payload(row)
     assert (payload["decision_id"], payload["durable"]) == (None, False)
+    with CaptureQueriesContext(connection) as queries:
+        assert flush_decision_buffer() == 1
+    assert any(q["sql"].startswith('COPY "triggers_triggerdecision"') for q in queries.captured_queries), (
+        queries.captured_queries
+    )
+    assert setting() == "on"  # the flush commits synchronously: written means durable
+    assert count_elsewhere() == 1
+    stored = TriggerDecision._base_manager.get()
+    assert (stored.action, stored.current_tokens, stored.projected_tokens) == ("continue", 17_000, 18_000)
+    assert stored.at == row.at  # stamped when decided, not when flushed
 
 
-def test_async_setting_does_not_leak_to_the_next_statement_or_transaction(tenant, wf):
+def test_a_compact_after_buffered_continues_is_written_before_it_returns(tenant, wf):
     decide(tenant, CONTINUE)
-    assert setting() == "on"  # next statement on the same connection
-    with transaction.atomic():
-        assert setting() == "on"  # next transaction on the same connection
-    compact, sql = decide(tenant, COMPACT)  # a durable decision right after an async one
+    compact, sql = decide(tenant, COMPACT)
     assert compact.durable is True
-    assert not any("set_config" in s for s in sql)
+    assert committed_elsewhere(compact.pk)
+    assert count_elsewhere() == 1  # the compact only; the continue is still buffered
+    flush_decision_buffer()
+    assert count_elsewhere() == 2
 
 
 @pytest.mark.parametrize(("body", "action"), [(COMPACT, "compact"), (RETRIEVE, "retrieve_or_block")])
@@ -102,7 +107,6 @@ def test_acting_decisions_commit_synchronously_with_their_id(tenant, wf, body, a
     row, sql = decide(tenant, body)
     assert row.action == action
     assert row.durable is True
-    assert not any("set_config" in s for s in sql)
     assert setting() == "on"
     assert committed_elsewhere(row.pk)
     assert services.decision_payload(row)["decision_id"] == row.pk
@@ -110,15 +114,29 @@ def test_acting_decisions_commit_synchronously_with_their_id(tenant, wf, body, a
 
 def test_enqueue_and_callers_transaction_keep_continue_synchronous(tenant, wf):
     workflow = services.workflow_for_decision(tenant, "wf-durable")
-    with CaptureQueriesContext(connection) as queries:
-        queued = services.decide(workflow, dict(CONTINUE), Actor.system("tests"), enqueue=True)
-        # Inside a caller's transaction the setting would cover the caller's writes too.
-        with transaction.atomic():
-            nested = services.decide(workflow, dict(CONTINUE), Actor.system("tests"))
-            assert setting() == "on"
+    queued = services.decide(workflow, dict(CONTINUE), Actor.system("tests"), enqueue=True)
+    assert committed_elsewhere(queued.pk)
+    # Inside a caller's transaction the row is written with the caller's other writes.
+    with transaction.atomic():
+        nested = services.decide(workflow, dict(CONTINUE), Actor.system("tests"))
+        assert TriggerDecision._base_manager.filter(pk=nested.pk).exists()
+    assert committed_elsewhere(nested.pk)
     assert (queued.action, nested.action) == ("continue", "continue")
     assert queued.durable and nested.durable
-    assert not any("set_config" in q["sql"] for q in queries.captured_queries)
+    assert len(decision_log.buffer) == 0
+
+
+def test_a_continue_past_the_hard_limit_is_an_incident_written_at_once(tenant, wf):
+    """With every strategy off nothing fires, so a step past the hard limit answers "continue":
+    an overflow incident the metrics count and alerts fire on, so its row is not buffered."""
+    off = {
+        name: {"enabled": False} for name in ("emergency_guard", "projected_next_step", "workflow_boundary")
+    }
+    services.save_policy(tenant, {"strategies": off}, Actor.system("tests"), workflow=wf, partial=True)
+    row, _ = decide(tenant, {"expected_next_step_tokens": 10_000})
+    assert row.action == "continue" and row.projected_tokens > row.hard_limit
+    assert row.durable is True and committed_elsewhere(row.pk)
+    assert len(decision_log.buffer) == 0
 
 
 def test_api_answers_continue_without_an_id_and_compact_with_one(api, wf):
@@ -128,8 +146,10 @@ def test_api_answers_continue_without_an_id_and_compact_with_one(api, wf):
     comp = api.post(url, COMPACT, format="json").json()
     assert comp["action"] == "compact" and comp["durable"] is True
     assert TriggerDecision.objects.get(pk=comp["decision_id"]).action == "compact"
+    # Reading the log writes this process's buffer first: the continue is there, older.
     log = api.get("/api/v1/workflows/wf-durable/decisions/").json()
     assert [d["action"] for d in log["results"]] == ["compact", "continue"]
+    assert log["results"][1]["decision_id"] is not None and log["results"][1]["durable"] is True
 
 
 def test_a_continue_with_a_token_estimate_records_the_drift_synchronously(tenant, wf):

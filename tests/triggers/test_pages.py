@@ -10,7 +10,8 @@ import pytest
 
 from audit.models import AuditEntry
 from memoryhub.core.actors import Actor
-from tests.helpers import append, event, make_workflow
+from tests.factories import append, event, make_workflow
+from tests.helpers import form_post
 from triggers import services
 from triggers.engine import STRATEGY_NAMES, STRATEGY_SCHEMA, PolicySpec
 from triggers.forms import PolicyForm, field_name
@@ -31,13 +32,6 @@ def form_data(spec: PolicySpec | None = None, **changes) -> dict[str, str]:
         elif value is not None:
             data[key] = str(value)
     return data
-
-
-def csrf_post(client, url: str, data: dict):
-    page = client.get(url)
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.content.decode())
-    assert token, "page has a CSRF token"
-    return client.post(url, data | {"csrfmiddlewaretoken": token.group(1)})
 
 
 @pytest.fixture
@@ -61,7 +55,7 @@ def test_form_saves_workflow_override(bob, wf, tenant):
     data = form_data(context_window=64_000, target_tokens=20_000)
     data[field_name("message_count", "enabled")] = "on"
     data[field_name("message_count", "messages")] = "40"
-    r = csrf_post(bob.web, "/triggers/workflows/wf-page/policy/", data)
+    r = form_post(bob.web, "/triggers/workflows/wf-page/policy/", data)
     assert r.status_code == 302
     row = ContextPolicy.objects.get(workflow=wf)
     assert (row.context_window, row.target_tokens) == (64_000, 20_000)
@@ -76,7 +70,7 @@ def test_form_saves_workflow_override(bob, wf, tenant):
 def test_form_shows_validation_errors_next_to_fields(bob, wf):
     data = form_data(target_tokens=18_000)
     data[field_name("window_fraction", "fraction")] = "1.5"
-    r = csrf_post(bob.web, "/triggers/workflows/wf-page/policy/", data)
+    r = form_post(bob.web, "/triggers/workflows/wf-page/policy/", data)
     assert r.status_code == 200
     html = r.content.decode()
     assert "must be below the trigger budget (18,000)" in html
@@ -85,17 +79,17 @@ def test_form_shows_validation_errors_next_to_fields(bob, wf):
 
 
 def test_form_refuses_reserves_at_window(bob, wf):
-    r = csrf_post(bob.web, "/triggers/workflows/wf-page/policy/", form_data(context_window=14_000))
+    r = form_post(bob.web, "/triggers/workflows/wf-page/policy/", form_data(context_window=14_000))
     assert r.status_code == 200
     assert "no room is left for history" in r.content.decode()
     assert not ContextPolicy.objects.exists()
 
 
 def test_viewer_cannot_post_and_admin_only_for_tenant_default(carol, bob, alice, wf):
-    r = csrf_post(carol.web, "/triggers/workflows/wf-page/policy/", form_data())
+    r = form_post(carol.web, "/triggers/workflows/wf-page/policy/", form_data())
     assert r.status_code == 403
-    assert csrf_post(bob.web, "/triggers/policy/", form_data()).status_code == 403
-    r = csrf_post(alice.web, "/triggers/policy/", form_data(context_window=40_000))
+    assert form_post(bob.web, "/triggers/policy/", form_data()).status_code == 403
+    r = form_post(alice.web, "/triggers/policy/", form_data(context_window=40_000))
     assert r.status_code == 302
     assert ContextPolicy.objects.get(workflow__isnull=True).context_window == 40_000
     assert not ContextPolicy.objects.filter(workflow__isnull=False).exists()
@@ -103,7 +97,7 @@ def test_viewer_cannot_post_and_admin_only_for_tenant_default(carol, bob, alice,
 
 def test_reset_removes_the_override(bob, wf, tenant):
     services.save_policy(tenant, {"context_window": 64_000}, Actor.user("bob"), workflow=wf)
-    r = csrf_post(bob.web, "/triggers/workflows/wf-page/policy/", {"action": "reset"})
+    r = form_post(bob.web, "/triggers/workflows/wf-page/policy/", {"action": "reset"})
     assert r.status_code == 302
     assert not ContextPolicy.objects.filter(workflow=wf).exists()
 
@@ -153,7 +147,7 @@ def test_simulator_page_replays_current_vs_candidate(carol, wf):
     # A viewer may simulate (nothing is written): a tight candidate compacts more.
     data = form_data(context_window=16_000, reserve_retrieval=1_000, target_tokens=2_000)
     data |= {"workflow": "wf-page", "group": "event"}
-    r = csrf_post(carol.web, "/triggers/simulator/?workflow=wf-page", data)
+    r = form_post(carol.web, "/triggers/simulator/?workflow=wf-page", data)
     assert r.status_code == 200
     html = r.content.decode()
     fig = _figure(html)
@@ -166,7 +160,7 @@ def test_simulator_page_replays_current_vs_candidate(carol, wf):
 def test_simulator_invalid_candidate_shows_errors(carol, wf):
     append(wf, [event(1)])
     data = form_data(target_tokens=30_000) | {"workflow": "wf-page"}
-    r = csrf_post(carol.web, "/triggers/simulator/?workflow=wf-page", data)
+    r = form_post(carol.web, "/triggers/simulator/?workflow=wf-page", data)
     assert r.status_code == 200
     html = r.content.decode()
     assert "must be below the trigger budget" in html

@@ -11,8 +11,10 @@ from urllib.parse import urlsplit
 import pytest
 
 from audit.models import AuditEntry
-from tests.helpers import append, event, make_workflow
-from tests.triggers.test_pages import csrf_post, form_data
+from memoryhub.core.actors import Actor
+from tests.factories import append, event, make_workflow
+from tests.helpers import form_post
+from tests.triggers.test_pages import form_data
 from triggers import policy, services
 from triggers.models import ContextPolicy
 
@@ -31,7 +33,7 @@ def wf(tenant):
 
 def simulate(party, **changes):
     data = form_data(**(TIGHT | changes)) | {"workflow": "wf-sim", "group": "event"}
-    response = csrf_post(party.web, "/triggers/simulator/?workflow=wf-sim", data)
+    response = form_post(party.web, "/triggers/simulator/?workflow=wf-sim", data)
     assert response.status_code == 200
     return response.content.decode()
 
@@ -78,8 +80,7 @@ def _save(party, scope: str):
         page.split('id="save-policy-form"')[1].split("</form>")[0],
     )
     data = {k: htmllib.unescape(v) for k, v in pairs} | {"scope": scope}
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
-    return party.web.post("/triggers/simulator/save/", data | {"csrfmiddlewaretoken": token})
+    return form_post(party.web, "/triggers/simulator/save/", data)
 
 
 def test_reviewer_saves_the_workflow_override_audited(bob, wf, tenant):
@@ -103,27 +104,31 @@ def test_tenant_default_needs_admin(bob, alice, wf, tenant):
 def test_viewer_sees_the_diff_but_cannot_save(carol, wf):
     page = simulate(carol)
     assert 'id="policy-diff"' in page and 'id="save-policy-form"' not in page
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
-    data = form_data(**TIGHT) | {"workflow": "wf-sim", "scope": "workflow", "csrfmiddlewaretoken": token}
-    assert carol.web.post("/triggers/simulator/save/", data).status_code == 403
+    data = form_data(**TIGHT) | {"workflow": "wf-sim", "scope": "workflow"}
+    assert form_post(carol.web, "/triggers/simulator/save/", data).status_code == 403
     assert not ContextPolicy.objects.exists()
 
 
 def test_invalid_candidate_or_other_tenant_saves_nothing(bob, mallory, wf):
-    page = simulate(bob)
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
-    bad = form_data(target_tokens=30_000) | {
-        "workflow": "wf-sim",
-        "scope": "workflow",
-        "csrfmiddlewaretoken": token,
-    }
-    response = bob.web.post("/triggers/simulator/save/", bad)
+    simulate(bob)
+    bad = form_data(target_tokens=30_000) | {"workflow": "wf-sim", "scope": "workflow"}
+    response = form_post(bob.web, "/triggers/simulator/save/", bad)
     assert response.status_code == 302 and response["Location"].startswith("/triggers/simulator/?")
     assert not ContextPolicy.objects.exists()
-    mallory_page = mallory.web.get("/triggers/simulator/").content.decode()
-    m_token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', mallory_page)
     data = form_data(**TIGHT) | {"workflow": "wf-sim", "scope": "workflow"}
-    if m_token:
-        data["csrfmiddlewaretoken"] = m_token.group(1)
-    assert mallory.web.post("/triggers/simulator/save/", data).status_code in (403, 404)
+    response = form_post(mallory.web, "/triggers/simulator/save/", data, page="/triggers/simulator/")
+    assert response.status_code in (403, 404)
     assert not ContextPolicy.objects.exists()
+
+
+def test_reviewer_cannot_switch_approval_off_through_the_simulator(bob, alice, wf, tenant):
+    """The simulator saves with the caller's role, like the policy pages: only an admin may lower
+    require_approval (a reviewer's candidate without it is refused and nothing is saved)."""
+    services.save_policy(tenant, {"require_approval": True}, Actor.user("alice"), workflow=wf, partial=True)
+    before = AuditEntry.objects.filter(action="policy.update").count()
+    response = _save(bob, "workflow")  # the candidate form posts no require_approval: off
+    assert response.status_code == 302 and response["Location"].startswith("/triggers/simulator/?")
+    assert services.effective_policy(tenant, wf)[0].require_approval is True
+    assert AuditEntry.objects.filter(action="policy.update").count() == before
+    assert _save(alice, "workflow").status_code == 302
+    assert services.effective_policy(tenant, wf)[0].require_approval is False

@@ -13,6 +13,16 @@ processes alternate (``--rounds``) in one run, and the table puts their applied 
 by side; the no-lost-update checks cover every phase. ``--profile K`` then runs K uncontended
 activations under cProfile and prints where their time goes.
 
+Cost per activation instead of the race: ``--against REV`` measures git revision REV (unpacked
+by ``git archive`` into a temporary directory) and this tree side by side in one run — each in
+its own child process running the same workload (``memoryhub.bench.activation``), one client,
+sequential attempts, the two trees' phases alternating round by round, with a commit-floor phase
+(a one-UPDATE durable transaction) between rounds — and prints ms and SQL statements per applied
+activation and the ratios. ``--save-baseline PATH`` writes those figures as JSON;
+``--baseline PATH`` prints this tree's ratio to a saved file (measured in another run, so noisier
+than ``--against``). Run it without DEBUG (``SECRET_KEY=…``): with DEBUG on Django logs every
+statement, which costs per statement.
+
 Runs in place on the configured database (a fresh ``bench-activation-<stamp>`` tenant; the
 append-only rows it writes stay, like every other history).
 """
@@ -21,97 +31,41 @@ from __future__ import annotations
 
 import cProfile
 import io
+import json
 import multiprocessing
 import pstats
 import random
 import statistics
+import tempfile
 import threading
 import time
 from collections import Counter
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, connections
 
-from memoryhub.accounts.tenancy import create_tenant
-from memoryhub.core.actors import Actor
-from memoryhub.memory import lifecycle
-from memoryhub.memory.events import append_events, parse_batch
-from memoryhub.memory.summaries import create_summary
-from memoryhub.memory.workflows import create_workflow
-from memoryhub.models import LifecycleEvent, Summary, SummaryStatus, Workflow
-
-SETUP_ACTOR = Actor.system("bench_activation")
-
-
-def _setup(workflows: int, summaries: int, events: int) -> tuple[list[Workflow], dict[int, list[Summary]]]:
-    stamp = time.strftime("%Y%m%d%H%M%S")
-    tenant = create_tenant(f"bench-activation-{stamp}-{random.randrange(16**4):04x}", "Activation benchmark")
-    flows: list[Workflow] = []
-    pool: dict[int, list[Summary]] = {}
-    for w in range(workflows):
-        wf, _ = create_workflow(tenant, f"bench-{w}", actor=SETUP_ACTOR)
-        batch, _ = parse_batch(
-            {
-                "events": [
-                    {"kind": "message", "content": f"event {i} of workflow {w}"} for i in range(1, events + 1)
-                ]
-            }
-        )
-        append_events(wf, batch)
-        wf.refresh_from_db()
-        pool[wf.pk] = []
-        for k in range(summaries):
-            # Same coverage for all: every version is a legal target, so the race is purely the CAS.
-            content = {"narrative": f"summary {k} of events 1-{events}", "facts": [], "open_items": []}
-            summary = create_summary(
-                wf,
-                content=content,
-                covers_from_seq=1,
-                covers_to_seq=events,
-                compactor={"name": f"bench-{k}", "version": "1"},
-                actor=SETUP_ACTOR,
-            )
-            pool[wf.pk].append(lifecycle.validate(summary, SETUP_ACTOR))
-        flows.append(wf)
-    return flows, pool
-
-
-REVIEWER = Actor.user("bench-reviewer")
-
-
-def _attempt(
-    flows: list[Workflow],
-    pool: dict[int, list[Summary]],
-    rng: random.Random,
-    worker: Actor,
-    around: Any = nullcontext,
-) -> tuple[Any, int, float]:
-    """One client iteration: read the revision, activate (or roll back to) a random version.
-    ``around`` wraps the timed activation alone (the profiler uses it)."""
-    wf = rng.choice(flows)
-    revision = Workflow.objects.values_list("active_revision", flat=True).get(pk=wf.pk)
-    target = rng.choice(pool[wf.pk])
-    status = Summary.objects.values_list("status", flat=True).get(pk=target.pk)
-    with around():
-        t0 = time.perf_counter()
-        if status == SummaryStatus.SUPERSEDED:
-            result = lifecycle.rollback(target, revision, REVIEWER, "bench: roll back")
-        else:
-            result = lifecycle.activate(target, revision, worker)
-        elapsed = time.perf_counter() - t0
-    return result, wf.pk, elapsed
+from memoryhub.bench import activation
+from memoryhub.bench.activation import attempt, setup, verify
+from memoryhub.models import Summary, Workflow
 
 
 def _client_loop(
-    c: int, seed: int, seconds: float, flows: list[Workflow], pool: dict[int, list[Summary]], wait: Any
+    c: int,
+    seed: int,
+    seconds: float,
+    flows: list[Workflow],
+    pool: dict[int, list[Summary]],
+    wait: Callable[[], object],
 ) -> dict[str, Any]:
     """One client racing until its deadline; returns outcome counts, applied per workflow,
     latencies and errors (plain data, so a child process can send it back)."""
     rng = random.Random(seed + c)
-    worker = Actor.worker("bench_activation", f"client-{c}")
+    worker = activation.worker(f"client-{c}")
     local: Counter = Counter()
     local_applied: Counter = Counter()
     local_lat: list[float] = []
@@ -120,7 +74,7 @@ def _client_loop(
         wait()
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            result, wf_pk, elapsed = _attempt(flows, pool, rng, worker)
+            result, wf_pk, elapsed = attempt(flows, pool, rng, worker)
             local_lat.append(elapsed)
             local[result.outcome] += 1
             if result.applied:
@@ -186,7 +140,7 @@ def _profile(
     """``count`` uncontended activations under cProfile: the top entries by cumulative and own
     time, and how much of an activation is spent waiting on SQL statements."""
     rng = random.Random(seed - 1)
-    worker = Actor.worker("bench_activation", "profiled")
+    worker = activation.worker("profiled")
     outcomes: Counter = Counter()
     applied: Counter = Counter()
     profiler = cProfile.Profile()
@@ -210,7 +164,7 @@ def _profile(
                 profiler.disable()
 
     for _ in range(count):
-        result, wf_pk, elapsed = _attempt(flows, pool, rng, worker, around)
+        result, wf_pk, elapsed = attempt(flows, pool, rng, worker, around)
         totals["activation"] += elapsed
         outcomes[result.outcome] += 1
         if result.applied:
@@ -251,6 +205,21 @@ class Command(BaseCommand):
         parser.add_argument(
             "--profile", type=int, default=0, help="then profile this many activations with cProfile"
         )
+        cost = parser.add_argument_group(
+            "cost per activation (instead of the race): one client, sequential attempts, each tree in "
+            "its own process running the same workload, phases alternating"
+        )
+        cost.add_argument(
+            "--against",
+            metavar="REV",
+            help="also measure git revision REV (unpacked to a temporary directory) and print the ratio",
+        )
+        cost.add_argument("--save-baseline", metavar="PATH", help="write the measured costs as JSON")
+        cost.add_argument(
+            "--baseline", metavar="PATH", help="print the ratio to the costs saved in PATH (an earlier run)"
+        )
+        cost.add_argument("--cost-rounds", type=int, default=6, help="rounds of phases (default 6)")
+        cost.add_argument("--cost-attempts", type=int, default=100, help="attempts per phase (default 100)")
 
     def handle(
         self,
@@ -268,6 +237,8 @@ class Command(BaseCommand):
     ):
         if not settings.IS_POSTGRES:
             raise CommandError("bench_activation races real connections: set DATABASE_URL=postgres://…")
+        if opts["against"] or opts["save_baseline"] or opts["baseline"]:
+            return self.cost(workflows, summaries, events, seed, **opts)
         if clients < 1 or workflows < 1 or summaries < 2 or seconds <= 0:
             raise CommandError("need --clients >= 1, --workflows >= 1, --summaries >= 2, --seconds > 0")
         if processes < 0 or rounds < 1 or profile < 0:
@@ -276,7 +247,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"setting up {workflows} workflows × {summaries} validated versions ({events} events each)…"
         )
-        flows, pool = _setup(workflows, summaries, events)
+        flows, pool = setup(workflows, summaries, events)
         start_revision = {wf.pk: Workflow.objects.get(pk=wf.pk).active_revision for wf in flows}
 
         counts: Counter = Counter()
@@ -310,7 +281,7 @@ class Command(BaseCommand):
             counts.update(outcomes)
             applied_per_wf.update(applied)
 
-        report = self._verify(flows, start_revision, applied_per_wf, counts)
+        report = verify(flows, start_revision, applied_per_wf, counts["stale"])
         rows: list[tuple[str, Any]] = [("workflows", workflows)]
         for label, runs in per_phase.items():
             elapsed = sum(r[0] for r in runs)
@@ -352,30 +323,97 @@ class Command(BaseCommand):
             self.style.SUCCESS("0 lost updates: active_revision == applied activations on every workflow")
         )
 
-    def _verify(
-        self, flows: list[Workflow], start: dict[int, int], applied: Counter, counts: Counter
-    ) -> dict[str, Any]:
-        lost = 0
-        violations: list[str] = []
-        stale_rows = 0
-        for wf in flows:
-            wf.refresh_from_db()
-            delta = wf.active_revision - start[wf.pk]
-            # A lost update is an applied activation the revision does not account for (or vice versa).
-            lost += abs(delta - applied[wf.pk])
-            moves = list(lifecycle.pointer_moves(wf).values_list("observed_revision", flat=True))
-            if sorted(moves) != list(range(wf.active_revision)):
-                violations.append(
-                    f"{wf.external_id}: pointer-move events do not match revisions 0..{wf.active_revision}"
+    def cost(
+        self,
+        workflows: int,
+        summaries: int,
+        events: int,
+        seed: int | None,
+        *,
+        against: str | None,
+        save_baseline: str | None,
+        baseline: str | None,
+        cost_rounds: int,
+        cost_attempts: int,
+        **opts: Any,
+    ) -> None:
+        """ms and SQL statements per applied activation of this tree (and of ``against``), the
+        commit floor measured in between, and the ratios."""
+        if cost_rounds < 1 or cost_attempts < 1:
+            raise CommandError("need --cost-rounds >= 1, --cost-attempts >= 1")
+        if settings.DEBUG:
+            self.stderr.write(
+                "  note: DEBUG is on, so Django logs every SQL statement (a cost per statement)"
+            )
+        seed = random.randrange(2**31) if seed is None else seed
+        repo = Path(settings.BASE_DIR)
+        with tempfile.TemporaryDirectory(prefix="bench-activation-") as tmp:
+            sides: list[activation.Side] = []
+            try:
+                if against:
+                    commit = activation.export_tree(repo, against, Path(tmp))
+                    sides.append(activation.Side(against, Path(tmp), commit))
+                sides.append(activation.Side("this tree", repo, activation.tree_revision(repo)))
+                self.stdout.write(
+                    f"cost per activation: {' vs '.join(s.label for s in sides)}, {cost_rounds} rounds × "
+                    f"{cost_attempts} attempts, {workflows} workflows (seed {seed})…"
                 )
-            active = list(
-                Summary.objects.filter(workflow=wf, status=SummaryStatus.ACTIVE).values_list("pk", flat=True)
+                measured = activation.measure_cost(
+                    sides,
+                    rounds=cost_rounds,
+                    attempts=cost_attempts,
+                    workflows=workflows,
+                    summaries=summaries,
+                    events=events,
+                    seed=seed,
+                    log=self.stdout.write,
+                )
+            finally:
+                for side in sides:
+                    side.close()
+        measured.update(measured_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), debug=settings.DEBUG)
+        floor = measured["commit_floor_ms"]
+        self.stdout.write(
+            f"  {'tree':<14} {'ms/applied':>10} {'− floor':>8} {'client CPU':>10} {'statements':>10}  rounds (ms)"
+        )
+        for label, side in measured["sides"].items():
+            rounds = " ".join(f"{x:.1f}" for x in side["round_ms"])
+            self.stdout.write(
+                f"  {label:<14} {side['ms_per_applied']:>10.2f} {side['ms_per_applied'] - floor:>8.2f} "
+                f"{side['cpu_ms_per_applied']:>10.2f} {side['statements_per_applied']:>10.1f}  {rounds}"
             )
-            if len(active) > 1 or (active[0] if active else None) != wf.active_summary_id:
-                violations.append(f"{wf.external_id}: ACTIVE rows {active} vs pointer {wf.active_summary_id}")
-            stale_rows += LifecycleEvent.objects.filter(workflow=wf, result="stale").count()
-        if stale_rows != counts["stale"]:
-            violations.append(
-                f"{stale_rows} stale lifecycle rows but clients saw {counts['stale']} stale answers"
+        self.stdout.write(
+            f"  commit floor (one-UPDATE durable transaction, median of rounds): {floor:.2f} ms"
+        )
+        head = measured["sides"]["this tree"]
+        if against:
+            base = measured["sides"][against]
+            self.stdout.write(
+                f"  {against} ÷ this tree, same run: {base['ms_per_applied'] / head['ms_per_applied']:.2f}× the "
+                f"time, {base['cpu_ms_per_applied'] / head['cpu_ms_per_applied']:.2f}× the client CPU, "
+                f"{base['statements_per_applied'] / head['statements_per_applied']:.2f}× the statements"
             )
-        return {"lost_updates": lost, "violations": violations}
+        if baseline:
+            saved = json.loads(Path(baseline).read_text())
+            for label, side in saved["sides"].items():
+                self.stdout.write(
+                    f"  saved {label} ({side['tree'][:12]}, {saved['measured_at']}, another run): "
+                    f"{side['ms_per_applied']:.2f} ms, {side['statements_per_applied']:.1f} statements → "
+                    f"{side['ms_per_applied'] / head['ms_per_applied']:.2f}× this tree's time"
+                )
+        if save_baseline:
+            Path(save_baseline).parent.mkdir(parents=True, exist_ok=True)
+            Path(save_baseline).write_text(json.dumps(measured, indent=2) + "\n")
+            self.stdout.write(f"  wrote {save_baseline}")
+        problems = [
+            f"{label}: {p}" for label, side in measured["sides"].items() for p in side["violations"]
+        ] + [
+            f"{label}: {side['lost_updates']} lost updates"
+            for label, side in measured["sides"].items()
+            if side["lost_updates"]
+        ]
+        for problem in problems:
+            self.stderr.write(f"  ! {problem}")
+        if problems:
+            raise CommandError("activation benchmark found lost updates or broken invariants")
+        self.stdout.write(self.style.SUCCESS("0 lost updates, invariants hold on every side"))

@@ -36,18 +36,7 @@ def _fmt(value: float | None) -> str:
 
 
 def rule_payload(rule: AlertRule) -> dict:
-    return {
-        "id": rule.pk,
-        "name": rule.name,
-        "metric": rule.metric,
-        "aggregation": rule.aggregation,
-        "comparator": rule.comparator,
-        "warning_threshold": rule.warning_threshold,
-        "critical_threshold": rule.critical_threshold,
-        "window_minutes": rule.window_minutes,
-        "workflow_filter": rule.workflow_filter,
-        "url": f"/alerts/rules/{rule.pk}/",
-    }
+    return {"id": rule.pk, **rule.definition(), "url": f"/alerts/rules/{rule.pk}/"}
 
 
 def flip_message(flip: AlertEvent) -> Message:

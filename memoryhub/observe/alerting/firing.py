@@ -15,7 +15,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from memoryhub.models import AlertRule, AlertState, Tenant, Workflow
+from memoryhub.models import AlertEvent, AlertRule, AlertState, Tenant, Workflow
 from memoryhub.observe.alerting.evaluate import classify
 from memoryhub.observe.metrics import compute
 
@@ -67,7 +67,7 @@ def firing(tenant: Tenant | int, now: datetime | None = None, *, with_workflows:
     return [Firing(rule, breaching_workflows(rule, now) if with_workflows else []) for rule in rules]
 
 
-def delivery_summary(flip: Any) -> dict[str, Any]:
+def delivery_summary(flip: AlertEvent) -> dict[str, Any]:
     """How a flip's deliveries went, from its notifications (prefetch them): state is
     pending | no_channel | sent | partly_failed | all_failed, with counts and a sentence."""
     notes = list(flip.notifications.all())

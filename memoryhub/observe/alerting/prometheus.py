@@ -7,14 +7,28 @@ over no rows) are left out rather than reported as 0.
 
 from __future__ import annotations
 
+import hmac
 import math
 from collections.abc import Iterable
 
+from django.conf import settings
+
+from memoryhub.accounts.tenancy import verify_api_key
 from memoryhub.models import Tenant
 from memoryhub.observe.metrics import COUNTER, METRICS, snapshot
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PREFIX = "memoryhub_"
+
+
+def scrape_tenants(token: str) -> list[Tenant] | None:
+    """The tenants a scrape with ``token`` exports: every tenant for MEMORYHUB_METRICS_TOKEN, its
+    own tenant for a tenant API key, None for anything else."""
+    configured = getattr(settings, "MEMORYHUB_METRICS_TOKEN", "")
+    if configured and hmac.compare_digest(token.encode(), configured.encode()):
+        return list(Tenant.objects.order_by("slug"))
+    key = verify_api_key(token)
+    return [key.tenant] if key is not None else None
 
 
 def escape_label(value: str) -> str:

@@ -22,22 +22,10 @@ from memoryhub.core.actors import Actor
 from memoryhub.core.errors import InvalidInput
 from memoryhub.core.moments import BadMoment, check_moment, parse_moment_text
 from memoryhub.models import AlertEvaluation, AlertRule, Channel, ChannelKind, Comparator, Tenant
+from memoryhub.models.alerts import RULE_DEFINITION_FIELDS
 from memoryhub.observe.metrics import METRICS
 
-RULE_FIELDS = {
-    "name",
-    "metric",
-    "aggregation",
-    "comparator",
-    "warning_threshold",
-    "critical_threshold",
-    "window_minutes",
-    "interval_seconds",
-    "workflow_filter",
-    "channels",
-    "enabled",
-    "muted_until",
-}
+RULE_FIELDS = {*RULE_DEFINITION_FIELDS, "channels", "enabled", "muted_until"}
 RULE_READ_ONLY = {
     "id",
     "state",
@@ -227,15 +215,7 @@ def _tenant_channels(tenant: Tenant, ids: Any) -> list[Channel]:
 
 def _rule_audit(rule: AlertRule) -> dict[str, Any]:
     return {
-        "name": rule.name,
-        "metric": rule.metric,
-        "aggregation": rule.aggregation,
-        "comparator": rule.comparator,
-        "warning_threshold": rule.warning_threshold,
-        "critical_threshold": rule.critical_threshold,
-        "window_minutes": rule.window_minutes,
-        "interval_seconds": rule.interval_seconds,
-        "workflow_filter": rule.workflow_filter,
+        **rule.definition(),
         "enabled": rule.enabled,
         "channels": sorted(c.pk for c in rule.channels.all()),
     }

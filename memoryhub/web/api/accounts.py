@@ -113,7 +113,7 @@ class ApiKeyListCreate(generics.ListAPIView, AdminView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return ApiKey.objects.none()
-        queryset = tenancy.api_keys_of(self.request.tenant)
+        queryset = tenancy.api_keys_of(self.tenant)
         state = self.request.query_params.get("state", "")
         if state == "active":
             queryset = queryset.filter(revoked_at__isnull=True)
@@ -175,7 +175,7 @@ class MemberListCreate(generics.ListAPIView, AdminView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Membership.objects.none()
-        return tenancy.members_with_key_counts(self.request.tenant)
+        return tenancy.members_with_key_counts(self.tenant)
 
     @extend_schema(
         request=MemberInput, responses={201: MemberSerializer, 400: ErrorSerializer, 409: ErrorSerializer}

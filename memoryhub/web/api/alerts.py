@@ -32,6 +32,7 @@ from memoryhub.models import (
     Role,
     role_at_least,
 )
+from memoryhub.models.alerts import RULE_DEFINITION_FIELDS
 from memoryhub.observe.alerting import services
 from memoryhub.observe.metrics import METRICS, ROLLUP_BUCKET, series, snapshot
 from memoryhub.web.api.common import TenantAPIView, body_object, int_param, list_responses
@@ -49,15 +50,7 @@ class RuleSerializer(serializers.ModelSerializer):
         model = AlertRule
         fields = [
             "id",
-            "name",
-            "metric",
-            "aggregation",
-            "comparator",
-            "warning_threshold",
-            "critical_threshold",
-            "window_minutes",
-            "interval_seconds",
-            "workflow_filter",
+            *RULE_DEFINITION_FIELDS,
             "channels",
             "enabled",
             "is_default",
@@ -301,7 +294,7 @@ class RuleListCreate(generics.ListAPIView, TenantAPIView):
         if getattr(self, "swagger_fake_view", False):  # schema generation has no tenant
             return AlertRule.objects.none()
         # Tenant-scoped list: another tenant's rules never appear.
-        return _rules(self.request.tenant).order_by("name", "pk")
+        return _rules(self.tenant).order_by("name", "pk")
 
     @extend_schema(request=RuleInputSerializer, responses={201: RuleSerializer, 400: ErrorSerializer})
     def post(self, request):
@@ -404,7 +397,7 @@ class ChannelListCreate(generics.ListAPIView, TenantAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return Channel.objects.none()
-        return Channel.objects.filter(tenant=self.request.tenant).order_by("name", "pk")
+        return Channel.objects.filter(tenant=self.tenant).order_by("name", "pk")
 
     @extend_schema(request=ChannelInputSerializer, responses={201: ChannelSerializer, 400: ErrorSerializer})
     def post(self, request):
@@ -504,11 +497,7 @@ class AlertList(generics.ListAPIView, TenantAPIView):
         if getattr(self, "swagger_fake_view", False):
             return AlertEvent.objects.none()
         # Served by memoryhub_flip_tenant_at (tenant, -at).
-        return (
-            AlertEvent.objects.filter(tenant=self.request.tenant)
-            .select_related("rule")
-            .order_by("-at", "-id")
-        )
+        return AlertEvent.objects.filter(tenant=self.tenant).select_related("rule").order_by("-at", "-id")
 
 
 class MetricsView(TenantAPIView):

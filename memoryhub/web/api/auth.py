@@ -13,7 +13,7 @@ class ApiKeyUser(AnonymousUser):
     """The principal of an API-key request: authenticated, but not a Django user."""
 
     @property
-    def is_authenticated(self) -> bool:  # type: ignore[override]
+    def is_authenticated(self) -> bool:  # type: ignore[override]  # stubs: a plain attribute on AnonymousUser
         return True
 
 

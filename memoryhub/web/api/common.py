@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import InvalidInput
 from memoryhub.memory.workflows import get_workflow
-from memoryhub.models import Workflow
+from memoryhub.models import Tenant, Workflow
 from memoryhub.web.actors import request_actor
 from memoryhub.web.api.serializers import ErrorSerializer
 
@@ -20,12 +20,18 @@ WF = "<str:wf>"
 class TenantAPIView(APIView):
     """Base for v1 views: request.tenant/request.role are set by the TenantMember permission."""
 
+    @property
+    def tenant(self) -> Tenant:
+        """The tenant the TenantMember permission resolved for this request."""
+        # TenantMember sets request.tenant at runtime; DRF's Request type does not declare it.
+        tenant: Tenant = self.request.tenant  # type: ignore[attr-defined]
+        return tenant
+
     def actor(self) -> Actor:
         return request_actor(self.request)
 
     def workflow(self, external_id: str, *, for_update: bool = False) -> Workflow:
-        # request.tenant is set by the TenantMember permission; DRF's Request type does not declare it.
-        return get_workflow(self.request.tenant, external_id, for_update=for_update)  # type: ignore[attr-defined]
+        return get_workflow(self.tenant, external_id, for_update=for_update)
 
 
 def list_responses(serializer) -> dict:

@@ -100,7 +100,7 @@ class WorkflowCompactions(generics.ListAPIView, TenantAPIView):
             return CompactionJob.objects.none()
         workflow = self.workflow(self.kwargs["wf"])
         # Workflow page: a workflow's jobs by recency (index memoryhub_job_wf_recent).
-        return CompactionJob.objects.filter(tenant=self.request.tenant, workflow=workflow).select_related(
+        return CompactionJob.objects.filter(tenant=self.tenant, workflow=workflow).select_related(
             "workflow", "summary"
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from memoryhub.models import Event, EventKind, Workflow, WorkflowSource
+from memoryhub.models.workflows import EVENT_API_FIELDS
 
 
 class WorkflowSerializer(serializers.ModelSerializer):
@@ -76,23 +77,7 @@ class EventSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Event
-        fields = [
-            "seq",
-            "client_event_id",
-            "kind",
-            "agent",
-            "role",
-            "content",
-            "content_hash",
-            "token_count",
-            "tool_call_id",
-            "facts",
-            "refs",
-            "side_effect",
-            "created_at",
-            "purged_at",
-            "purge_id",
-        ]
+        fields = list(EVENT_API_FIELDS)
         read_only_fields = fields
 
     def get_purge_id(self, obj: Event) -> str | None:

@@ -18,6 +18,7 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 
+from audit.models import SummaryComment
 from audit.review import add_comment
 from memoryhub.core.errors import InvalidInput
 from memoryhub.memory import lifecycle
@@ -134,17 +135,23 @@ StateSerializer = inline_serializer(
         "active_revision": serializers.IntegerField(),
     },
 )
-ReasonSerializer = inline_serializer("ReviewReason", {"reason": serializers.CharField()})
+
+
+def _reason(required: bool = True) -> serializers.CharField:
+    """A reason field as ``lifecycle.clean_reason`` accepts it (the schema shows the same limit)."""
+    return serializers.CharField(required=required, max_length=lifecycle.MAX_REASON)
+
+
+ReasonSerializer = inline_serializer("ReviewReason", {"reason": _reason()})
 RevisionSerializer = inline_serializer(
-    "ActivateRequest", {"expected_revision": serializers.IntegerField(min_value=0)}
+    "ActivateRequest",
+    {"expected_revision": serializers.IntegerField(min_value=0), "reason": _reason(required=False)},
 )
 RollbackSerializer = inline_serializer(
-    "RollbackRequest",
-    {"expected_revision": serializers.IntegerField(min_value=0), "reason": serializers.CharField()},
+    "RollbackRequest", {"expected_revision": serializers.IntegerField(min_value=0), "reason": _reason()}
 )
 WaiveSerializer = inline_serializer(
-    "WaiveRequest",
-    {"checks": serializers.ListField(child=serializers.CharField()), "reason": serializers.CharField()},
+    "WaiveRequest", {"checks": serializers.ListField(child=serializers.CharField()), "reason": _reason()}
 )
 ActivationSerializer = inline_serializer(
     "ActivationResult",
@@ -160,7 +167,8 @@ ConflictSerializer = inline_serializer(
     "LifecycleConflict",
     {
         "error": serializers.CharField(
-            help_text="stale_revision | illegal_transition | approval_required | …"
+            help_text="stale_revision | illegal_transition | approval_required | approval_not_required | "
+            "already_approved | watermark_regression | summary_purged | purged_since_read | nothing_to_waive"
         ),
         "detail": serializers.CharField(),
         "current_revision": serializers.IntegerField(required=False),
@@ -288,7 +296,7 @@ def _expected_revision(data: dict[str, Any]) -> int:
             "expected_revision is required: the active_revision you read (compare-and-swap key)",
             code="expected_revision_required",
         )
-    return data["expected_revision"]
+    return lifecycle.clean_revision(data["expected_revision"])
 
 
 def _activation_response(result: lifecycle.ActivationResult) -> Response:
@@ -307,8 +315,10 @@ def _activation_response(result: lifecycle.ActivationResult) -> Response:
 
 
 class _Action(TenantAPIView):
-    """Base of POST summaries/{summary_id}/<action>/; the least role comes from
-    ``lifecycle.ACTION_ROLES`` (the rule the pages' buttons use too)."""
+    """Base of POST summaries/{summary_id}/<action>/. The input is checked first (400, nothing
+    written), then ``allowed``: the action must be one of ``lifecycle.allowed_actions`` (the rule
+    the summary page's buttons show; 403 for the role, a recorded 409 for the state), then the
+    service runs. The least role also gates the request early (``write_role``)."""
 
     lifecycle_action = ""
     write_role: str = Role.REVIEWER
@@ -322,7 +332,16 @@ class _Action(TenantAPIView):
     throttle_scope = "review"
 
     def summary(self, summary_id: str) -> Summary:
-        return get_summary(self.request.tenant, summary_id)  # type: ignore[attr-defined]  # set by TenantMember
+        return get_summary(self.tenant, summary_id)
+
+    def allowed(self, summary_id: str, *, reason: str = "", expected: int | None = None) -> Summary:
+        """The summary, once ``lifecycle.check_allowed`` lets the caller take this action on it."""
+        summary = self.summary(summary_id)
+        role = self.request.role  # type: ignore[attr-defined]  # set by TenantMember
+        lifecycle.check_allowed(
+            summary, self.lifecycle_action, self.actor(), role, reason=reason, expected=expected
+        )
+        return summary
 
 
 class ValidateView(_Action):
@@ -334,7 +353,7 @@ class ValidateView(_Action):
         request=None, responses={200: StateSerializer, 404: ErrorSerializer, 409: ConflictSerializer}
     )
     def post(self, request, summary_id: str):
-        summary = lifecycle.validate(self.summary(summary_id), self.actor())
+        summary = lifecycle.validate(self.allowed(summary_id), self.actor())
         latest = summary.validations.order_by("-created_at", "-id").first()
         return Response(_state(summary, validation=validation_dict(latest) if latest else None))
 
@@ -355,11 +374,10 @@ class ActivateView(_Action):
     )
     def post(self, request, summary_id: str):
         data = body_object(request)
-        summary = self.summary(summary_id)
-        result = lifecycle.activate(
-            summary, _expected_revision(data), self.actor(), reason=data.get("reason") or ""
-        )
-        return _activation_response(result)
+        revision = _expected_revision(data)
+        reason = lifecycle.clean_reason(data.get("reason"), required=False)
+        summary = self.allowed(summary_id, reason=reason, expected=revision)
+        return _activation_response(lifecycle.activate(summary, revision, self.actor(), reason=reason))
 
 
 class RollbackView(_Action):
@@ -379,9 +397,10 @@ class RollbackView(_Action):
     )
     def post(self, request, summary_id: str):
         data = body_object(request)
-        summary = self.summary(summary_id)
-        result = lifecycle.rollback(summary, _expected_revision(data), self.actor(), data.get("reason"))
-        return _activation_response(result)
+        revision = _expected_revision(data)
+        reason = lifecycle.clean_reason(data.get("reason"))
+        summary = self.allowed(summary_id, reason=reason, expected=revision)
+        return _activation_response(lifecycle.rollback(summary, revision, self.actor(), reason))
 
 
 def _review_view(name: str, func, *, doc: str = "") -> type[_Action]:
@@ -399,8 +418,8 @@ def _review_view(name: str, func, *, doc: str = "") -> type[_Action]:
         description=doc,
     )
     def post(self, request, summary_id: str):
-        data = body_object(request)
-        summary = func(self.summary(summary_id), self.actor(), data.get("reason"))
+        reason = lifecycle.clean_reason(body_object(request).get("reason"))
+        summary = func(self.allowed(summary_id, reason=reason), self.actor(), reason)
         return Response(_state(summary))
 
     return type(f"{name.title()}View", (_Action,), {"post": post, "lifecycle_action": name, "__doc__": doc})
@@ -409,7 +428,7 @@ def _review_view(name: str, func, *, doc: str = "") -> type[_Action]:
 ApproveRequestSerializer = inline_serializer(
     "ApproveRequest",
     {
-        "reason": serializers.CharField(),
+        "reason": _reason(),
         "activate": serializers.BooleanField(required=False, default=False),
         "expected_revision": serializers.IntegerField(min_value=0, required=False),
     },
@@ -437,13 +456,12 @@ class ApproveView(_Action):
         go_live = data.get("activate", False)
         if not isinstance(go_live, bool):
             raise InvalidInput("'activate' must be true or false", code="invalid_body")
-        summary = self.summary(summary_id)
-        if not go_live:
-            return Response(_state(lifecycle.approve(summary, self.actor(), data.get("reason"))))
-        result = lifecycle.approve_and_activate(
-            summary, _expected_revision(data), self.actor(), data.get("reason")
-        )
-        return _activation_response(result)
+        reason = lifecycle.clean_reason(data.get("reason"))
+        revision = _expected_revision(data) if go_live else None
+        summary = self.allowed(summary_id, reason=reason)
+        if revision is None:
+            return Response(_state(lifecycle.approve(summary, self.actor(), reason)))
+        return _activation_response(lifecycle.approve_and_activate(summary, revision, self.actor(), reason))
 
 
 RejectView = _review_view(
@@ -470,10 +488,11 @@ class WaiveView(_Action):
     )
     def post(self, request, summary_id: str):
         data = body_object(request)
-        checks = data.get("checks")
-        if checks is None:
+        if data.get("checks") is None:
             raise InvalidInput("checks: the failed check names to waive are required", code="invalid_waiver")
-        summary = lifecycle.waive(self.summary(summary_id), checks, self.actor(), data.get("reason"))
+        checks = lifecycle.clean_checks(data["checks"])
+        reason = lifecycle.clean_reason(data.get("reason"))
+        summary = lifecycle.waive(self.allowed(summary_id, reason=reason), checks, self.actor(), reason)
         latest = summary.validations.order_by("-created_at", "-id").first()
         return Response(_state(summary, validation=validation_dict(latest) if latest else None))
 
@@ -488,7 +507,7 @@ class CommentSerializer(serializers.Serializer):
     at = serializers.DateTimeField()
 
 
-def _comment(comment: Any) -> dict[str, Any]:
+def _comment(comment: SummaryComment) -> dict[str, Any]:
     return {
         "id": comment.pk,
         "summary_id": comment.summary.summary_id,
@@ -512,7 +531,9 @@ class SummaryComments(_Action):
         )
 
     @extend_schema(
-        request=inline_serializer("CommentRequest", {"text": serializers.CharField()}),
+        request=inline_serializer(
+            "CommentRequest", {"text": serializers.CharField(max_length=lifecycle.MAX_COMMENT)}
+        ),
         responses={201: CommentSerializer, 400: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer},
     )
     def post(self, request, summary_id: str):

@@ -35,7 +35,8 @@ class PrincipalScopedThrottle(ScopedRateThrottle):
         self.rate = self.get_rate()
         self.num_requests, self.duration = self.parse_rate(self.rate)
         self.key = self.get_cache_key(request, view)
-        if self.key is None or self.num_requests is None:
+        # parse_rate gives both numbers or neither; checking both narrows them for take().
+        if self.key is None or self.num_requests is None or self.duration is None:
             return True
         self._retry_after = take(self.key, self.num_requests, self.duration)
         return self._retry_after is None

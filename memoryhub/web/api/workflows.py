@@ -50,7 +50,7 @@ class WorkflowListCreate(generics.ListAPIView, TenantAPIView):
         if getattr(self, "swagger_fake_view", False):  # OpenAPI generation has no tenant
             return Workflow.objects.none()
         # Tenant-scoped list (not only get_object): another tenant's rows never appear.
-        return Workflow.objects.filter(tenant=self.request.tenant).select_related("active_summary")
+        return Workflow.objects.filter(tenant=self.tenant).select_related("active_summary")
 
     @extend_schema(
         request=WorkflowCreateSerializer,

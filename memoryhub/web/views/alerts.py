@@ -6,46 +6,39 @@ change goes through memoryhub.observe.alerting.services; test-sends are queued f
 
 from __future__ import annotations
 
-import hmac
 import json
 from datetime import timedelta
 
 from django import forms
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.db.models import Prefetch
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import path
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from memoryhub.accounts.tenancy import verify_api_key
 from memoryhub.core.errors import InvalidInput
 from memoryhub.models import (
     Aggregation,
-    AlertEvent,
     AlertRule,
     Channel,
     ChannelKind,
     Comparator,
-    Notification,
     Role,
     Tenant,
     role_at_least,
 )
 from memoryhub.observe.alerting import prometheus, services
 from memoryhub.observe.alerting.figures import rule_history_figure
-from memoryhub.observe.alerting.firing import delivery_summary
 from memoryhub.observe.metrics import METRICS
+from memoryhub.observe.reports import alert_index, channel_notifications, rule_history
 from memoryhub.web.actors import request_actor
 from memoryhub.web.views.base import page_tenant
 
 HISTORY_HOURS = (1, 6, 24, 72, 168)
 MUTE_CHOICES = ((15, "15 minutes"), (60, "1 hour"), (240, "4 hours"), (1440, "1 day"), (10080, "7 days"))
-MAX_CHART_POINTS = 2000
 
 
 def _admin_tenant(request: HttpRequest) -> Tenant:
@@ -98,7 +91,7 @@ class RuleForm(forms.Form):
 
     def __init__(self, *args, tenant: Tenant, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["channels"].choices = [  # type: ignore[attr-defined]
+        self.fields["channels"].choices = [  # type: ignore[attr-defined]  # fields[] is typed as the base Field
             (str(c.pk), f"{c.name} ({c.kind}{', disabled' if c.disabled_at else ''})")
             for c in Channel.objects.filter(tenant=tenant).order_by("name")
         ]
@@ -114,15 +107,7 @@ class RuleForm(forms.Form):
     @classmethod
     def initial_for(cls, rule: AlertRule) -> dict:
         return {
-            "name": rule.name,
-            "metric": rule.metric,
-            "aggregation": rule.aggregation,
-            "comparator": rule.comparator,
-            "warning_threshold": rule.warning_threshold,
-            "critical_threshold": rule.critical_threshold,
-            "window_minutes": rule.window_minutes,
-            "interval_seconds": rule.interval_seconds,
-            "workflow_filter": rule.workflow_filter,
+            **rule.definition(),
             "channels": [str(c.pk) for c in rule.channels.all()],
             "enabled": rule.enabled,
         }
@@ -174,27 +159,14 @@ class ChannelForm(forms.Form):
 @login_required
 def index(request: HttpRequest) -> HttpResponse:
     tenant, role = page_tenant(request)
-    rules = (
-        AlertRule.objects.filter(tenant=tenant)
-        .prefetch_related(Prefetch("channels", Channel.objects.order_by("name")))
-        .order_by("name", "pk")
-    )
-    channels = Channel.objects.filter(tenant=tenant).order_by("name", "pk")
-    flips = list(
-        AlertEvent.objects.filter(tenant=tenant)
-        .select_related("rule")
-        .prefetch_related("notifications")
-        .order_by("-at", "-id")[:20]
-    )
-    for flip in flips:
-        flip.delivery = delivery_summary(flip)  # type: ignore[attr-defined]
+    report = alert_index(tenant)
     return render(
         request,
         "memoryhub/alerts/index.html",
         {
-            "rules": rules,
-            "channels": channels,
-            "flips": flips,
+            "rules": report.rules,
+            "channels": report.channels,
+            "flips": report.flips,
             "now": timezone.now(),
             "can_edit": role_at_least(role, Role.ADMIN),
             "mute_choices": MUTE_CHOICES,
@@ -208,16 +180,8 @@ def rule_detail(request: HttpRequest, pk: int) -> HttpResponse:
     rule = _rule(tenant, pk)
     hours = request.GET.get("hours", "24")
     hours_int = int(hours) if hours.isdigit() and int(hours) in HISTORY_HOURS else 24
-    since = timezone.now() - timedelta(hours=hours_int)
-    # Newest points if there are more than the chart can show; drawn oldest first.
-    history = list(rule.evaluations.filter(at__gte=since).order_by("-at", "-id")[:MAX_CHART_POINTS])[::-1]
-    flips = list(
-        rule.events.order_by("-at", "-id").prefetch_related(
-            Prefetch("notifications", Notification.objects.select_related("channel"))
-        )[:20]
-    )
-    for flip in flips:
-        flip.delivery = delivery_summary(flip)  # type: ignore[attr-defined]
+    report = rule_history(rule, timezone.now() - timedelta(hours=hours_int))
+    history = report.evaluations
     return render(
         request,
         "memoryhub/alerts/rule_detail.html",
@@ -227,7 +191,7 @@ def rule_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "figure_json": json.dumps(rule_history_figure(rule, history)),
             "points": len(history),
             "recent": history[::-1][:30],
-            "flips": flips,
+            "flips": report.flips,
             "hours": hours_int,
             "history_hours": HISTORY_HOURS,
             "can_edit": role_at_least(role, Role.ADMIN),
@@ -348,11 +312,10 @@ def channel_edit(request: HttpRequest, pk: int) -> HttpResponse:
         else:
             messages.success(request, f"Channel “{channel.name}” saved.")
             return redirect("memoryhub:alerts")
-    notifications = channel.notifications.select_related("alert_event__rule").order_by("-at", "-id")[:20]
     return render(
         request,
         "memoryhub/alerts/channel_form.html",
-        {"form": form, "channel": channel, "notifications": notifications},
+        {"form": form, "channel": channel, "notifications": channel_notifications(channel)},
     )
 
 
@@ -402,14 +365,9 @@ def prometheus_metrics(request: HttpRequest) -> HttpResponse:
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         return _unauthorized("Authorization: Bearer <metrics token or API key> required.")
-    configured = getattr(settings, "MEMORYHUB_METRICS_TOKEN", "")
-    if configured and hmac.compare_digest(token.encode(), configured.encode()):
-        tenants = list(Tenant.objects.order_by("slug"))
-    else:
-        key = verify_api_key(token)
-        if key is None:
-            return _unauthorized("Invalid metrics token or API key.")
-        tenants = [key.tenant]
+    tenants = prometheus.scrape_tenants(token)
+    if tenants is None:
+        return _unauthorized("Invalid metrics token or API key.")
     return HttpResponse(prometheus.render(tenants), content_type=prometheus.CONTENT_TYPE)
 
 

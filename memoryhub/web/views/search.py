@@ -28,7 +28,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
 from memoryhub.memory.search import candidate_seqs
-from memoryhub.models import Artifact, ConsumerTrace, Event, Summary, Workflow
+from memoryhub.models import Artifact, ConsumerTrace, Event, Summary, Tenant, Workflow
 from memoryhub.models.workflows import EventKind
 from memoryhub.web.views.base import page_tenant, page_workflow
 
@@ -76,7 +76,7 @@ def timeline_url(workflow: Workflow, **params: Any) -> str:
     return f"{base}?{urlencode(clean)}{anchor}" if clean else base
 
 
-def id_hits(tenant: Any, q: str, workflow: Workflow | None) -> list[Hit]:
+def id_hits(tenant: Tenant, q: str, workflow: Workflow | None) -> list[Hit]:
     """Everything whose id is ``q`` (exact hits first), or starts with it."""
     hits: list[Hit] = []
     for wf in (
@@ -240,7 +240,7 @@ def workflow_timeline(request: HttpRequest, wf: str) -> HttpResponse:
     more = len(rows) > TIMELINE_ROWS
     rows = rows[:TIMELINE_ROWS]
     for e in rows:
-        e.content_html = highlight(e.content, q)  # type: ignore[attr-defined]
+        e.content_html = highlight(e.content, q)  # type: ignore[attr-defined]  # for the template only
     watermark = (
         workflow.active_summary.covers_to_seq if workflow.active_summary_id and workflow.active_summary else 0
     )

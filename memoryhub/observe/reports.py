@@ -1,0 +1,600 @@
+"""What the overview, alert and trace pages show, computed from a tenant: plain functions
+returning plain dataclasses (no request, no response, no template). Views parse a request, read
+one of these and render it; charts are composed from them by memoryhub.web.views.charts.
+
+The overview charts signals — each one row counter of the memoryhub.observe.metrics registry —
+per bucket of a time window. Counts come from the MetricSample rollups (written by beat every 5 minutes)
+wherever those cover a stretch completely; the gaps are counted live from the rows through the
+metric's own ``Rows`` definition. Exact either way; the cost follows the gaps, not the tenant's
+volume, and the number of queries does not grow with rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import cached_property
+from typing import Any, cast
+
+from django.db.models import Count, Exists, F, Max, Min, OuterRef, Prefetch, Q, QuerySet, Sum
+from django.db.models.functions import Trunc
+
+from audit.replay import replay_bundle
+from audit.review import inbox_counts
+from memoryhub.models import (
+    AlertEvent,
+    AlertRule,
+    Artifact,
+    Channel,
+    ConsumerTrace,
+    Notification,
+    Tenant,
+    Workflow,
+    WorkflowSource,
+)
+from memoryhub.observe import metrics
+from memoryhub.observe.alerting.firing import delivery_summary
+from triggers.policy import effective_policy
+
+# --------------------------------------------------------------------------------------------
+# Time windows
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Window:
+    key: str
+    label: str
+    span: timedelta
+    bucket: timedelta  # a whole multiple of the 5-minute metric rollup bucket
+    trunc: str  # database truncation unit the bucket is a whole, UTC-aligned multiple of
+
+    def starts(self, now: datetime) -> list[datetime]:
+        """Bucket starts covering the window, oldest first (epoch-aligned, as metric rollups)."""
+        size = int(self.bucket.total_seconds())
+        last = datetime.fromtimestamp(int(now.timestamp()) // size * size, tz=UTC)
+        return [last - self.bucket * i for i in range(math.ceil(self.span / self.bucket) - 1, -1, -1)]
+
+
+WINDOWS = {
+    w.key: w
+    for w in (
+        Window("1h", "last hour", timedelta(hours=1), timedelta(minutes=5), "minute"),
+        Window("24h", "last 24 hours", timedelta(hours=24), timedelta(hours=1), "hour"),
+        Window("7d", "last 7 days", timedelta(days=7), timedelta(hours=6), "hour"),
+        Window("30d", "last 30 days", timedelta(days=30), timedelta(days=1), "day"),
+    )
+}
+DEFAULT_WINDOW = "7d"
+
+
+def window_for(key: str | None) -> Window:
+    """The window named ``key``; the default for anything else."""
+    return WINDOWS.get(key or "", WINDOWS[DEFAULT_WINDOW])
+
+
+# --------------------------------------------------------------------------------------------
+# Signals: registry counters charted over a window and offered as workflow filters
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Signal:
+    """Something that happens to workflows over time: a row counter of memoryhub.observe.metrics,
+    shown as a headline number and a chart on the overview, and a workflow-list filter
+    (``?has=<key>``) its chart points drill down to."""
+
+    key: str
+    metric: str
+    title: str
+    short: str  # chart title ("Compactions per hour")
+    unit: str  # what one counted row is, on the chart
+
+    @property
+    def rows(self) -> metrics.Rows:
+        return metrics.counted_rows(self.metric)
+
+    def exists_for_workflow(self, since: datetime | None, until: datetime | None) -> Exists:
+        return Exists(self.rows.of_workflow(OuterRef("pk"), since, until))
+
+
+SIGNALS = {
+    s.key: s
+    for s in (
+        Signal(
+            "stale", "stale_activation_attempts", "Stale activation attempts", "Stale activations", "attempts"
+        ),
+        Signal("failure", "validation_failures", "Validation failures", "Validation failures", "failures"),
+        Signal("compaction", "compactions", "Compactions", "Compactions", "jobs"),
+        Signal("overflow", "overflow_incidents", "Overflow incidents", "Overflow incidents", "incidents"),
+        Signal(
+            "unvalidated",
+            "unvalidated_consumptions",
+            "Consumers of unvalidated summaries",
+            "Unvalidated-summary reads",
+            "model calls",
+        ),
+    )
+}
+ACCEPTANCE_METRIC = "acceptance_rate"
+
+
+def safe_budget(tenant: Tenant) -> int:
+    """The tenant's default safe history budget (its policy row, else the seed's)."""
+    return effective_policy(tenant)[0].safe_budget
+
+
+# --------------------------------------------------------------------------------------------
+# Rollup gaps: which stretches of a window the rollups cover, which to count live
+# --------------------------------------------------------------------------------------------
+
+# Past this many separate gaps in the rollups, one live count over the window is cheaper.
+MAX_GAP_RANGES = 24
+
+Rolled = dict[datetime, tuple[float, int, float]]  # unit start → (sum, samples, mean)
+Ranges = list[tuple[datetime, datetime | None]]  # [start, end) stretches; None: open-ended
+
+
+@dataclass(frozen=True)
+class Slots:
+    """The window cut into what the rollups can cover: whole truncation units (hour/day) up to the
+    current one, then its 5-minute buckets up to the current bucket, which is always live."""
+
+    window: Window
+    since: datetime
+    now: datetime
+
+    @property
+    def unit(self) -> timedelta:
+        # A minute holds at most one 5-minute rollup: step by the rollup bucket there.
+        return max(timedelta(seconds=metrics.UNIT_SECONDS[self.window.trunc]), metrics.ROLLUP_BUCKET)
+
+    @property
+    def unit_floor(self) -> datetime:
+        return max(self.since, metrics.bucket_floor(self.now, self.unit))
+
+    @property
+    def bucket_floor(self) -> datetime:
+        return metrics.bucket_floor(self.now, metrics.ROLLUP_BUCKET)
+
+    def covered(self, rolled: Rolled) -> dict[datetime, float]:
+        """Slot start → counter total, for the slots the rollups cover completely."""
+        need = metrics.unit_samples(self.window.trunc)
+        return {
+            start: total
+            for start, (total, samples, _mean) in rolled.items()
+            if samples >= (need if start < self.unit_floor else 1)
+        }
+
+    @cached_property
+    def slots(self) -> list[datetime]:
+        """Every slot start: whole units up to the current one, then its 5-minute buckets."""
+        starts: list[datetime] = []
+        for first, last, step in (
+            (self.since, self.unit_floor, self.unit),
+            (self.unit_floor, self.bucket_floor, metrics.ROLLUP_BUCKET),
+        ):
+            moment = first
+            while moment < last:
+                starts.append(moment)
+                moment += step
+        return starts
+
+    def split(self, rolled: Rolled) -> tuple[dict[datetime, float], Ranges]:
+        """(covered slot start → counter total, the stretches to count live). The stretches are
+        merged; the last is open-ended (the current bucket on)."""
+        covered = self.covered(rolled)
+        ranges: Ranges = []
+        start: datetime | None = None
+        for slot in self.slots:
+            if slot in covered:
+                if start is not None:
+                    ranges.append((start, slot))
+                    start = None
+            elif start is None:
+                start = slot
+        ranges.append((start if start is not None else self.bucket_floor, None))
+        if len(ranges) > MAX_GAP_RANGES:  # one live count over the window is cheaper
+            return {}, [(self.since, None)]
+        return covered, ranges
+
+
+def _in_ranges(field: str, ranges: Ranges) -> Q:
+    q = Q()
+    for start, end in ranges:
+        part = Q(**{f"{field}__gte": start})
+        if end is not None:
+            part &= Q(**{f"{field}__lt": end})
+        q |= part
+    return q
+
+
+def bins(window: Window, starts: list[datetime], rows: Any, width: int = 2) -> list[list[float]]:
+    """Fold (time, *values) rows into the window's buckets (rows outside them are dropped)."""
+    first, size = starts[0].timestamp(), window.bucket.total_seconds()
+    folded: list[list[float]] = [[0] * width for _ in starts]
+    for at, *values in rows:
+        index = int((at.timestamp() - first) // size) if at is not None else -1
+        if 0 <= index < len(folded):
+            for i, value in enumerate(values):
+                folded[index][i] += value
+    return folded
+
+
+def _live(rows: metrics.Rows, tenant: Tenant, window: Window, ranges: Ranges) -> QuerySet:
+    """The rows in the live stretches, grouped by the window's truncation unit."""
+    return (
+        rows.of_tenant(tenant)
+        .filter(_in_ranges(rows.time_field, ranges))
+        .annotate(b=Trunc(rows.time_field, window.trunc, tzinfo=UTC))
+        .values("b")
+    )
+
+
+def signal_counts(
+    signal: Signal, tenant: Tenant, window: Window, starts: list[datetime], slots: Slots, rolled: Rolled
+) -> list[int]:
+    """The signal's count per bucket: rollups where they cover, the metric's rows elsewhere."""
+    covered, ranges = slots.split(rolled)
+    live = _live(signal.rows, tenant, window, ranges).annotate(n=Count("pk")).order_by().values_list("b", "n")
+    return [int(b[0]) for b in bins(window, starts, [*live, *covered.items()], width=1)]
+
+
+def rates(tallies: list[list[float]]) -> tuple[list[float | None], float | None]:
+    """Per bucket and overall, part / total of ``[total, part]`` tallies (None where total is 0)."""
+    total, part = sum(t[0] for t in tallies), sum(t[1] for t in tallies)
+    return [metrics.ratio(p, t) for t, p in tallies], metrics.ratio(part, total)
+
+
+def acceptance(
+    tenant: Tenant,
+    window: Window,
+    starts: list[datetime],
+    slots: Slots,
+    compactions: Rolled,
+    rolled_rates: Rolled,
+) -> tuple[list[float | None], float | None]:
+    """Share of finished compactions whose summary was accepted, per bucket and over the window.
+
+    Where the rollups cover a unit, its mean rate counts with the unit's compactions as weight
+    (a rollup keeps the rate, not its denominator); gaps are counted exactly from the jobs.
+    """
+    share = metrics.share(ACCEPTANCE_METRIC)
+    covered, ranges = slots.split(compactions)  # a counter: written for every bucket rolled up
+    live = (
+        _live(share.rows, tenant, window, ranges)
+        .annotate(**share.tallies())
+        .order_by()
+        .values_list("b", "total", "part")
+    )
+    weighted = []
+    for start, weight in covered.items():
+        if start in rolled_rates:
+            weight = max(weight, 1.0)
+            weighted.append((start, weight, rolled_rates[start][2] * weight))
+    return rates(bins(window, starts, [*live, *weighted]))
+
+
+# --------------------------------------------------------------------------------------------
+# Overview
+# --------------------------------------------------------------------------------------------
+
+BAR_LIMIT = 12
+
+
+@dataclass
+class OverviewSeries:
+    """The window's per-bucket counts and acceptance rates, read once per page."""
+
+    starts: list[datetime]
+    counts: dict[str, list[int]]
+    acceptance: list[float | None]
+    acceptance_total: float | None
+
+
+def overview_series(tenant: Tenant, window: Window, now: datetime) -> OverviewSeries:
+    """Per-bucket counts for every signal and the acceptance rate over the window.
+
+    Whole hours/days are added up from the rollups in the database, then the current hour/day by
+    its 5-minute samples (two queries for all metrics); the rest — the current 5 minutes, a
+    stretch when beat was down, a tenant never rolled up — is counted live (one query a metric).
+    """
+    starts = window.starts(now)
+    slots = Slots(window, starts[0], now)
+    names = [s.metric for s in SIGNALS.values()] + [ACCEPTANCE_METRIC]
+    whole = metrics.rolled_up(tenant, names, slots.since, slots.unit_floor, window.trunc)
+    recent = metrics.rolled_up(tenant, names, slots.unit_floor, slots.bucket_floor, "minute")
+    rolled = {name: whole[name] | recent[name] for name in names}
+    counts = {
+        key: signal_counts(signal, tenant, window, starts, slots, rolled[signal.metric])
+        for key, signal in SIGNALS.items()
+    }
+    per_bucket, total = acceptance(
+        tenant, window, starts, slots, rolled[SIGNALS["compaction"].metric], rolled[ACCEPTANCE_METRIC]
+    )
+    return OverviewSeries(starts, counts, per_bucket, total)
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    source: str
+    label: str
+    workflows: int
+    compactions: int
+    observed: int
+
+
+@dataclass
+class OverviewNumbers:
+    """Headline numbers: live state from running totals, and the window's counts."""
+
+    state: dict[str, Any]
+    review: dict[str, int]
+    by_source: list[SourceRow]
+    counts: dict[str, int]
+    acceptance: float | None
+    budget: int
+
+
+def overview_numbers(
+    tenant: Tenant, window: Window, now: datetime, budget: int, series: OverviewSeries | None = None
+) -> OverviewNumbers:
+    """The window's counts are the sums of the chart buckets (so a number always agrees with its
+    chart); the review inbox's counts are audit.review's, in one statement."""
+    series = series or overview_series(tenant, window, now)
+    state = Workflow.objects.filter(tenant=tenant).aggregate(
+        workflows=Count("pk"),
+        with_summary=Count("pk", filter=Q(active_summary__isnull=False)),
+        max_tail_events=Max("tail_events"),
+        tail_token_sum=Sum("tail_tokens"),
+        oldest_activation=Min("activated_at", filter=Q(active_summary__isnull=False)),
+        over_budget=Count("pk", filter=Q(tail_tokens__gt=budget - F("summary_tokens"))),
+    )
+    return OverviewNumbers(
+        state=state,
+        review=inbox_counts(tenant.pk),
+        by_source=compactions_by_source(tenant, now - window.span, now),
+        counts={key: sum(counts) for key, counts in series.counts.items()},
+        acceptance=series.acceptance_total,
+        budget=budget,
+    )
+
+
+def compactions_by_source(tenant: Tenant, since: datetime, until: datetime) -> list[SourceRow]:
+    """Per workflow source: workflows, and compactions finished in the window (observed ones apart).
+
+    Observed compactions (performed by a framework or provider) are jobs keyed ``observed/…``
+    (``memoryhub.memory.observed``); the rest ran in MemoryHub. Sources with neither are left out.
+    """
+    workflows = dict(
+        Workflow.objects.filter(tenant=tenant)
+        .values("source")
+        .annotate(n=Count("pk"))
+        .order_by()
+        .values_list("source", "n")
+    )
+    jobs = {
+        row["workflow__source"]: row
+        for row in metrics.counted_rows(SIGNALS["compaction"].metric)
+        .between(tenant, since, until)
+        .values("workflow__source")
+        .annotate(n=Count("pk"), observed=Count("pk", filter=Q(idempotency_key__startswith="observed/")))
+        .order_by()
+    }
+    rows = []
+    for value, label in WorkflowSource.choices:
+        job = jobs.get(value, {})
+        if workflows.get(value) or job:
+            rows.append(
+                SourceRow(value, label, workflows.get(value, 0), job.get("n", 0), job.get("observed", 0))
+            )
+    return rows
+
+
+def gauge_series(
+    tenant: Tenant, metric: str, window: Window, now: datetime, *, scale: float = 1.0
+) -> tuple[list[datetime], list[float | None]]:
+    """A gauge per bucket: the past from memoryhub.observe.metrics rollups, the current bucket live.
+    Buckets without a rollup are gaps, not zeros."""
+    points = metrics.series(tenant, metric, now - window.span, window.bucket, now=now)
+    return [p[0] for p in points], [None if p[1] is None else p[1] * scale for p in points]
+
+
+def hours(delta: timedelta) -> float:
+    return round(delta.total_seconds() / 3600, 2)
+
+
+@dataclass(frozen=True)
+class ActiveAge:
+    external_id: str
+    hours: float  # since activation
+    tail_events: int
+    head_seq: int
+
+
+@dataclass(frozen=True)
+class Tail:
+    external_id: str
+    tail_tokens: int
+    tail_events: int
+    summary_tokens: int
+
+
+@dataclass
+class OverviewCharts:
+    """What the overview charts show: the window's series, gauges over time (x, y per metric)
+    and, right now, the oldest active summaries and the largest tails."""
+
+    series: OverviewSeries
+    gauges: dict[str, tuple[list[datetime], list[float | None]]]
+    oldest: list[ActiveAge]
+    tails: list[Tail]
+
+
+def overview_charts(
+    tenant: Tenant, window: Window, now: datetime, series: OverviewSeries | None = None
+) -> OverviewCharts:
+    series = series or overview_series(tenant, window, now)
+    gauges = {
+        "active_summary_age_seconds": gauge_series(
+            tenant, "active_summary_age_seconds", window, now, scale=1 / 3600
+        ),
+        **{
+            name: gauge_series(tenant, name, window, now)
+            for name in ("active_summary_age_events", "tail_tokens", "tail_events")
+        },
+    }
+    aged = (
+        Workflow.objects.filter(tenant=tenant, active_summary__isnull=False, activated_at__isnull=False)
+        .order_by("activated_at", "id")
+        .values_list("external_id", "activated_at", "tail_events", "head_seq")[:BAR_LIMIT]
+    )
+    oldest = [ActiveAge(wf, hours(now - cast(datetime, at)), tail, head) for wf, at, tail, head in aged]
+    tails = [
+        Tail(*row)
+        for row in Workflow.objects.filter(tenant=tenant, tail_events__gt=0)
+        .order_by("-tail_tokens", "-id")
+        .values_list("external_id", "tail_tokens", "tail_events", "summary_tokens")[:BAR_LIMIT]
+    ]
+    return OverviewCharts(series, gauges, oldest, tails)
+
+
+# --------------------------------------------------------------------------------------------
+# Alert pages
+# --------------------------------------------------------------------------------------------
+
+MAX_CHART_POINTS = 2000
+RECENT_FLIPS = 20
+
+
+@dataclass
+class AlertIndex:
+    rules: QuerySet[AlertRule]
+    channels: QuerySet[Channel]
+    flips: list[AlertEvent]  # newest first, each with ``delivery``
+
+
+def alert_index(tenant: Tenant) -> AlertIndex:
+    rules = (
+        AlertRule.objects.filter(tenant=tenant)
+        .prefetch_related(Prefetch("channels", Channel.objects.order_by("name")))
+        .order_by("name", "pk")
+    )
+    channels = Channel.objects.filter(tenant=tenant).order_by("name", "pk")
+    flips = list(
+        AlertEvent.objects.filter(tenant=tenant)
+        .select_related("rule")
+        .prefetch_related("notifications")
+        .order_by("-at", "-id")[:RECENT_FLIPS]
+    )
+    for flip in flips:
+        flip.delivery = delivery_summary(flip)  # type: ignore[attr-defined]  # for the template only
+    return AlertIndex(rules, channels, flips)
+
+
+@dataclass
+class RuleHistory:
+    evaluations: list[Any]  # oldest first, the newest MAX_CHART_POINTS
+    flips: list[AlertEvent]  # newest first, each with ``delivery``
+
+
+def rule_history(rule: AlertRule, since: datetime) -> RuleHistory:
+    # Newest points if there are more than the chart can show; drawn oldest first.
+    evaluations = list(rule.evaluations.filter(at__gte=since).order_by("-at", "-id")[:MAX_CHART_POINTS])
+    flips = list(
+        rule.events.order_by("-at", "-id").prefetch_related(
+            Prefetch("notifications", Notification.objects.select_related("channel"))
+        )[:RECENT_FLIPS]
+    )
+    for flip in flips:
+        flip.delivery = delivery_summary(flip)  # type: ignore[attr-defined]  # for the template only
+    return RuleHistory(evaluations[::-1], flips)
+
+
+def channel_notifications(channel: Channel) -> QuerySet[Notification]:
+    return channel.notifications.select_related("alert_event__rule").order_by("-at", "-id")[:RECENT_FLIPS]
+
+
+# --------------------------------------------------------------------------------------------
+# Trace and artifact lists, trace page
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TraceFilters:
+    """What both lists narrow by. Times bound ``at``: at or after ``window_start`` and ``since``,
+    before ``until``; agent and flag match a trace (an artifact: any trace that produced it)."""
+
+    agent: str = ""
+    flag: str = ""
+    workflow: str = ""  # external_id
+    window_start: datetime | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def time_range(self, field: str) -> Q:
+        q = Q()
+        for lookup, value in (("gte", self.window_start), ("gte", self.since), ("lt", self.until)):
+            if value is not None:
+                q &= Q(**{f"{field}__{lookup}": value})
+        return q
+
+
+def filtered_traces(tenant: Tenant, filters: TraceFilters) -> QuerySet[ConsumerTrace]:
+    qs = ConsumerTrace.objects.filter(tenant=tenant).filter(filters.time_range("at"))
+    if filters.agent:
+        qs = qs.filter(agent=filters.agent)
+    if filters.flag:
+        qs = qs.filter(metrics.has_flag(filters.flag))
+    if filters.workflow:
+        qs = qs.filter(workflow__external_id=filters.workflow)
+    return qs.select_related("workflow", "summary").defer("summary__content").order_by("-at", "-id")
+
+
+def filtered_artifacts(tenant: Tenant, filters: TraceFilters) -> QuerySet[Artifact]:
+    """Artifacts by when they were published; agent and flag match any of the traces that produced them."""
+    qs = Artifact.objects.filter(tenant=tenant).filter(filters.time_range("at"))
+    producers = Q()
+    if filters.agent:
+        producers &= Q(produced_by__agent=filters.agent)
+    if filters.flag:
+        producers &= metrics.has_flag(filters.flag, "produced_by__")
+    if producers:
+        qs = qs.filter(pk__in=Artifact.objects.filter(tenant=tenant).filter(producers).values("pk"))
+    if filters.workflow:
+        qs = qs.filter(workflow__external_id=filters.workflow)
+    traces = ConsumerTrace.objects.only("id", "agent", "model_call_id", "flags").order_by("at", "id")
+    return (
+        qs.select_related("workflow")
+        .prefetch_related(Prefetch("produced_by", queryset=traces))
+        .order_by("-at", "-id")
+    )
+
+
+def trace_agents(tenant: Tenant) -> list[str]:
+    """The agents that made the tenant's model calls (the lists' agent filter), at most 200."""
+    return list(
+        ConsumerTrace.objects.filter(tenant=tenant)
+        .values_list("agent", flat=True)
+        .distinct()
+        .order_by("agent")[:200]
+    )
+
+
+@dataclass
+class TraceReport:
+    """A model call: what it read (summary up to ``watermark``, then the tail from ``tail_from``),
+    what it produced, and its replay bundle."""
+
+    watermark: int
+    tail_from: int
+    artifacts: list[Artifact]
+    bundle: dict[str, Any]
+
+
+def trace_report(trace: ConsumerTrace) -> TraceReport:
+    summary = trace.summary
+    watermark = summary.covers_to_seq if summary is not None else trace.summary_watermark
+    bundle = replay_bundle(trace)
+    return TraceReport(watermark, watermark + 1, list(trace.artifacts.order_by("at", "id")), bundle)
