@@ -108,7 +108,9 @@ class Cluster:
         ).strip()  # fmt: skip
 
     def wait_caught_up(self, primary: Server, replica: Server, timeout: float = 30) -> None:
-        target = self.sql(primary, "SELECT pg_current_wal_lsn()")
+        # The insert position, not pg_current_wal_lsn() (the write position): the cluster runs with
+        # synchronous_commit = off, so a commit just acknowledged may not be written out yet.
+        target = self.sql(primary, "SELECT pg_current_wal_insert_lsn()")
         deadline = time.monotonic() + timeout
         while self.sql(replica, f"SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn") != "t":
             if time.monotonic() > deadline:
