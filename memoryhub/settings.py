@@ -199,15 +199,26 @@ MEMORYHUB_COMPACTION_RETRY_BACKOFF = env.float("MEMORYHUB_COMPACTION_RETRY_BACKO
 MEMORYHUB_OUTBOX_GRACE_SECONDS = env.float("MEMORYHUB_OUTBOX_GRACE_SECONDS", default=5)
 # 0 = half of the workflow policy's target_tokens.
 MEMORYHUB_SUMMARY_TOKEN_BUDGET = env.int("MEMORYHUB_SUMMARY_TOKEN_BUDGET", default=0)
-# PostgreSQL: the trigger decision's read runs as a named prepared statement per connection
-# (saves ~0.2 ms of planning on the hottest call). Turn off behind a transaction-mode pooler
-# such as PgBouncer, where a session's prepared statements are not kept.
-MEMORYHUB_PREPARE_DECISION_READ = env.bool("MEMORYHUB_PREPARE_DECISION_READ", default=True)
+# PostgreSQL: the hot statements (the trigger decision's read, the lifecycle's lock and read)
+# run as named prepared statements per connection (memoryhub/core/rows.py: planning them cost as
+# much as running them). Turn off behind a transaction-mode pooler such as PgBouncer, where a
+# session's prepared statements are not kept. (MEMORYHUB_PREPARE_DECISION_READ: its former name.)
+MEMORYHUB_PREPARE_STATEMENTS = env.bool(
+    "MEMORYHUB_PREPARE_STATEMENTS", default=env.bool("MEMORYHUB_PREPARE_DECISION_READ", default=True)
+)
 # Plain "continue" decision rows are buffered per process and written in batches: when the buffer
 # holds this many rows, or its oldest row is this many ms old (triggers/decision_log.py). A crash
 # loses at most the last interval's rows; every decision that acted is written at once.
 MEMORYHUB_DECISION_BUFFER_ROWS = env.int("MEMORYHUB_DECISION_BUFFER_ROWS", default=200)
 MEMORYHUB_DECISION_BUFFER_MS = env.int("MEMORYHUB_DECISION_BUFFER_MS", default=200)
+# Audit entries join the hash chain after their commit: on a per-process sequencer thread
+# ("background", so a write does not wait for it) or on the writer's thread ("inline": SQLite's
+# default, where one writer at a time gains nothing from a thread). audit/sequencer.py.
+MEMORYHUB_AUDIT_SEQUENCER = env.str(
+    "MEMORYHUB_AUDIT_SEQUENCER", default="background" if IS_POSTGRES else "inline"
+)
+if MEMORYHUB_AUDIT_SEQUENCER not in ("background", "inline"):
+    raise ImproperlyConfigured("MEMORYHUB_AUDIT_SEQUENCER must be 'background' or 'inline'")
 
 # --- Celery ---------------------------------------------------------------------------------
 BROKER_DIR = VAR_DIR / "broker"

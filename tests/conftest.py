@@ -36,15 +36,17 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    """Decision rows a test buffered (triggers.decision_log) are written while its database is
-    still there, and the flusher thread's connection closed, so nothing leaks into the next test
-    or keeps the test database open."""
+    """Decision rows a test buffered (triggers.decision_log) are written, and the audit entries it
+    committed sequenced (audit.log.background), while its database is still there; both threads'
+    connections are closed, so nothing leaks into the next test or keeps the test database open."""
+    from audit import log
     from triggers import decision_log
 
     try:
         return (yield)
     finally:
         decision_log.buffer.shutdown()
+        log.background.shutdown()
 
 
 class Party:

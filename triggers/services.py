@@ -9,13 +9,11 @@ the simulator replays.
 
 from __future__ import annotations
 
-import weakref
 from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, cast
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Field, QuerySet
 from django.utils import timezone
@@ -23,6 +21,7 @@ from django.utils import timezone
 from audit.log import record
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Forbidden, InvalidInput, NotFound
+from memoryhub.core.rows import PreparedStatement
 from memoryhub.core.tokens import known_encoding
 from memoryhub.memory.quality_service import parse_estimate, record_trigger_estimate
 from memoryhub.memory.workflows import get_workflow
@@ -268,10 +267,7 @@ class _DecisionRead:
     the models, and every value goes through the converters the ORM would apply.
     """
 
-    PREPARED_NAME = "memoryhub_decision_read"
-
     def __init__(self) -> None:
-        self.prepared_sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         qn = connection.ops.quote_name
         wf, policy, summary = Workflow._meta, ContextPolicy._meta, Summary._meta
         self.workflow_fields = list(wf.concrete_fields)
@@ -295,6 +291,7 @@ class _DecisionRead:
             f"WHERE w.{wf_tenant} = %s AND w.{qn('external_id')} = %s "
             f"ORDER BY (p.{policy_workflow} IS NULL) LIMIT 1"
         )
+        self.prepared = PreparedStatement("memoryhub_decision_read", self.sql)
         self.converters = [self._converters(f, wf.db_table) for f in self.workflow_fields]
         self.converters += [self._converters(f, policy.db_table) for f in self.policy_fields]
 
@@ -303,21 +300,9 @@ class _DecisionRead:
         col = field.get_col(table)
         return col, connection.ops.get_db_converters(col) + col.get_db_converters(connection)
 
-    def _execute(self, cursor: Any, params: list[Any]) -> None:
-        if connection.vendor != "postgresql" or not settings.MEMORYHUB_PREPARE_DECISION_READ:
-            cursor.execute(self.sql, params)
-            return
-        # A named prepared statement per database session (PREPARE outlives a rolled-back
-        # transaction); planning it on every call cost as much as running it.
-        session = connection.connection
-        if session not in self.prepared_sessions:
-            cursor.execute(f"PREPARE {self.PREPARED_NAME} (bigint, text) AS {self.sql % ('$1', '$2')}")
-            self.prepared_sessions.add(session)
-        cursor.execute(f"EXECUTE {self.PREPARED_NAME} (%s, %s)", params)
-
     def fetch(self, tenant_id: int, external_id: str) -> tuple[Workflow, PolicySpec, str, str | None] | None:
         with connection.cursor() as cursor:
-            self._execute(cursor, [tenant_id, external_id])
+            cursor.execute(*self.prepared.statement([tenant_id, external_id]))
             raw = cursor.fetchone()
         if raw is None:
             return None

@@ -38,14 +38,15 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from audit.log import record
-from audit.models import Payload, Purge
+from audit.log import attach_payload, insert_pending, pending_entry
+from audit.models import AuditEntry, Payload, Purge
 from audit.payloads import payload_digest
 from memoryhub.core.actors import Actor
 from memoryhub.core.checks import waivable
 from memoryhub.core.errors import Conflict, DomainError, Forbidden, InvalidInput
 from memoryhub.core.opaque import OPAQUE_SCHEMA, OPAQUE_VALIDATOR_VERSION, opaque_checks
 from memoryhub.core.quality import merged_quality
+from memoryhub.core.rows import PreparedStatement, insert_rows, insert_rows_sql, run_together, set_ids
 from memoryhub.memory.events import tokens_through
 from memoryhub.memory.sources import source_events
 from memoryhub.memory.validation import (
@@ -251,7 +252,7 @@ class _LockSQL:
         self.workflow, self.tenant, self.summary = _Columns(wf, "w"), _Columns(Tenant, "t"), _Columns(sm, "s")
         # Only the workflow row is locked; its tenant is read along (nothing here changes it).
         lock = " FOR UPDATE OF w" if connection.features.has_select_for_update_of else ""
-        self.lock = (
+        lock_sql = (
             f"SELECT {self.workflow.sql}, {self.tenant.sql} FROM {table(wf)} w INNER JOIN {table(Tenant)} t "
             f"ON {col(Tenant, 'id', 't')} = {col(wf, 'tenant', 'w')} WHERE {col(wf, 'id', 'w')} = %s{lock}"
         )
@@ -260,7 +261,8 @@ class _LockSQL:
         # quarantine); and require_approval of the policy that applies (``approval_required``:
         # the workflow's override, else the tenant default). Parameters: the workflow id (a
         # constant, so the planner reads one partition of the event table, not all of them),
-        # approve, applied, quarantine, applied, then the two summary ids.
+        # approve, applied, quarantine, applied, the target summary's id, the workflow id (its
+        # active summary: read after the lock, in the same round trip).
         s_id, s_wf, p_wf = col(sm, "id", "s"), col(sm, "workflow", "s"), col(pol, "workflow", "p")
 
         def applied(alias: str) -> str:
@@ -269,7 +271,7 @@ class _LockSQL:
                 f"AND {col(le, 'action', alias)} = %s AND {col(le, 'result', alias)} = %s"
             )
 
-        self.read = (
+        read_sql = (
             f"SELECT {self.summary.sql}, "
             f"(SELECT {col(Event, 'cum_tokens', 'e')} FROM {table(Event)} e WHERE {col(Event, 'workflow', 'e')} "
             f"= %s AND {col(Event, 'seq', 'e')} = {col(sm, 'covers_to_seq', 's')}), "
@@ -278,7 +280,8 @@ class _LockSQL:
             f"(SELECT {col(pol, 'require_approval', 'p')} FROM {table(pol)} p "
             f"WHERE {col(pol, 'tenant', 'p')} = {col(sm, 'tenant', 's')} AND ({p_wf} = {s_wf} OR {p_wf} IS NULL) "
             f"ORDER BY ({p_wf} IS NULL) LIMIT 1) "
-            f"FROM {table(sm)} s WHERE {s_id} IN (%s, %s)"
+            f"FROM {table(sm)} s WHERE {s_id} IN (%s, (SELECT {col(wf, 'active_summary')} FROM {table(wf)} "
+            f"WHERE {col(wf, 'id')} = %s))"
         )
         revision = col(wf, "active_revision")
         pointer = (
@@ -289,26 +292,19 @@ class _LockSQL:
         )
         compacted = f", {col(wf, 'last_compacted_at')} = %s, {col(wf, 'tokens_at_last_compaction')} = %s"
         where = f" WHERE {col(wf, 'id')} = %s AND {revision} = %s"
-        self.move = {False: pointer + where, True: pointer + compacted + where}
-        self.status = (
+        self.move = {
+            False: PreparedStatement("memoryhub_lifecycle_move", pointer + where),
+            True: PreparedStatement("memoryhub_lifecycle_move_compaction", pointer + compacted + where),
+        }
+        self.status = PreparedStatement(
+            "memoryhub_lifecycle_status",
             f"UPDATE {table(sm)} SET {col(sm, 'status')} = %s, {col(sm, 'status_changed_at')} = %s "
-            f"WHERE {col(sm, 'id')} = %s"
+            f"WHERE {col(sm, 'id')} = %s",
         )
-        self.inserts: dict[tuple[Any, int], tuple[str, list[Any]]] = {}
-
-    def insert(self, model: Any, rows: int) -> tuple[str, list[Any]]:
-        """(INSERT of ``rows`` rows of ``model`` returning their ids, the fields in column order)."""
-        key = (model, rows)
-        if key not in self.inserts:
-            qn = connection.ops.quote_name
-            fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-            row = "(" + ", ".join(["%s"] * len(fields)) + ")"
-            self.inserts[key] = (
-                f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
-                f"VALUES {', '.join([row] * rows)} RETURNING {qn(model._meta.pk.column)}",
-                fields,
-            )
-        return self.inserts[key]
+        self.lock, self.read = (
+            PreparedStatement("memoryhub_lifecycle_lock", lock_sql),
+            PreparedStatement("memoryhub_lifecycle_read", read_sql),
+        )
 
 
 _lock_sql: dict[str, _LockSQL] = {}
@@ -319,18 +315,6 @@ def _sql() -> _LockSQL:
     if built is None:
         built = _lock_sql[connection.vendor] = _LockSQL()
     return built
-
-
-def _insert(model: Any, objs: list[Any]) -> None:
-    """INSERT the new rows ``objs`` in one statement and set their ids: what ``bulk_create`` does
-    for these models (no database defaults, no generated fields), from a cached statement."""
-    if not objs:
-        return
-    sql, fields = _sql().insert(model, len(objs))
-    params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for obj in objs for f in fields]
-    for obj, (pk,) in zip(objs, _execute(sql, params), strict=True):
-        obj.pk = pk
-        obj._state.adding, obj._state.db = False, connection.alias
 
 
 def _execute(sql: str, params: list[Any]) -> Any:
@@ -359,23 +343,29 @@ class _Locked:
 def _lock(summary: Summary) -> _Locked:
     """Lock the workflow row, then read everything else fresh (all status changes happen under this lock).
 
-    Two statements. The lock joins only the tenant: on PostgreSQL a ``SELECT … FOR UPDATE`` that
+    Two statements, sent together (``run_together``). The lock joins only the tenant: on PostgreSQL a ``SELECT … FOR UPDATE`` that
     waited for another transaction re-checks only the locked row, so a joined summary would be
     the version of *before* the wait (a stale status that then trips
     ``memoryhub_summary_one_active``). The target and the active summary, with what the
     activation rules ask of them, are read by the second statement, after the lock.
     """
     sql = _sql()
-    rows = _execute(sql.lock, [summary.workflow_id])
+    wf_id = summary.workflow_id
+    read = [
+        wf_id,
+        A.APPROVE,
+        LifecycleResult.APPLIED,
+        A.QUARANTINE,
+        LifecycleResult.APPLIED,
+        summary.pk,
+        wf_id,
+    ]
+    rows, summaries = run_together([sql.lock.statement([wf_id]), sql.read.statement(read)])
     if not rows:
         raise Workflow.DoesNotExist("Workflow matching query does not exist.")
     wf = sql.workflow.instance(rows[0])
     wf.tenant = sql.tenant.instance(rows[0], sql.workflow.width)
-    params = [wf.pk, A.APPROVE, LifecycleResult.APPLIED, A.QUARANTINE, LifecycleResult.APPLIED]
-    found = {
-        row[sql.summary.pk_index]: row
-        for row in _execute(sql.read, [*params, summary.pk, wf.active_summary_id])
-    }
+    found = {row[sql.summary.pk_index]: row for row in summaries}
     if summary.pk not in found:
         raise Summary.DoesNotExist("Summary matching query does not exist.")
     if wf.active_summary_id:
@@ -451,27 +441,32 @@ def _entry(
     return _Entry(event, reason, data or {})
 
 
-def _append(wf: Workflow, actor: Actor, *entries: _Entry) -> list[LifecycleEvent]:
-    """Insert the LifecycleEvents in order (one statement, after one for their reason payloads),
-    then append an AuditEntry for each (caller is inside the transaction)."""
+def _append(
+    wf: Workflow, actor: Actor, *entries: _Entry, changes: Iterable[_Statement] = ()
+) -> list[LifecycleEvent]:
+    """Write the LifecycleEvents and an AuditEntry for each, in three round trips (caller is
+    inside the transaction): the text payloads, the events, the entries. An entry whose text is
+    its event's (the reason) shares the event's payload row: one copy of the words, one digest.
+
+    ``changes`` are the statements of the change being recorded (a pointer move, status changes),
+    sent ahead of the payloads in their round trip; each must change exactly one row, or the
+    whole transaction is undone."""
+    tenant = cast(Tenant, wf.tenant)
     events = [entry.event for entry in entries]
-    staged: list[tuple[LifecycleEvent, Payload]] = []
+    payloads: list[Payload] = []
     for event in events:
         body = event.take_staged_payload()
         if body is not None:
             tenant_id, workflow_id = event.payload_scope()
-            payload = Payload(
+            event.payload = Payload(
                 tenant_id=tenant_id, workflow_id=workflow_id, body=body, digest=payload_digest(body)
             )
-            staged.append((event, payload))
-    _insert(Payload, [payload for _, payload in staged])  # first: the events reference them
-    for event, payload in staged:
-        event.payload, event.payload_digest = payload, payload.digest
-    _insert(LifecycleEvent, events)
+            payloads.append(event.payload)
+    audit: list[AuditEntry] = []
     for event, entry in zip(events, entries, strict=True):
         summary = cast(Summary, event.summary)
-        record(
-            cast(Tenant, wf.tenant),
+        audit_entry, text = pending_entry(
+            tenant,
             actor,
             f"summary.{event.action}",
             summary,
@@ -484,10 +479,34 @@ def _append(wf: Workflow, actor: Actor, *entries: _Entry) -> list[LifecycleEvent
                 "reason": entry.reason,
                 "expected_revision": event.expected_revision,
                 "observed_revision": event.observed_revision,
-                "lifecycle_event": event.pk,
                 **entry.data,
             },
         )
+        if text:
+            payload = event.payload if event.payload is not None and event.payload.body == text else None
+            if payload is None:
+                payload = Payload(
+                    tenant_id=wf.tenant_id, workflow_id=wf.pk, body=text, digest=payload_digest(text)
+                )
+                payloads.append(payload)
+            attach_payload(audit_entry, payload, text)
+        audit.append(audit_entry)
+    changes = list(changes)
+    statements = [*changes, insert_rows_sql(Payload, payloads)] if payloads else changes
+    results = run_together(statements) if statements else []
+    for (sql, _), changed in zip(changes, results, strict=False):
+        if changed != 1:  # the workflow lock makes this unreachable; never record what did not happen
+            raise RuntimeError(f"expected one row changed, got {changed}: {sql[:80]}")
+    if payloads:  # first: the events and entries reference them
+        set_ids(payloads, results[-1])
+    for event in events:
+        if event.payload is not None:
+            event.payload, event.payload_digest = event.payload, event.payload.digest  # sets payload_id
+    insert_rows(LifecycleEvent, events)
+    for audit_entry, event in zip(audit, events, strict=True):
+        audit_entry.payload = audit_entry.payload  # sets payload_id, now that the payload has one
+        audit_entry.chained_data["lifecycle_event"] = event.pk  # an id: always chained
+    insert_pending(audit)
     return events
 
 
@@ -551,9 +570,17 @@ def _check_from(
         )
 
 
-def _set_status(summary: Summary, status: str, now) -> None:
-    _execute(_sql().status, [status, connection.ops.adapt_datetimefield_value(now), summary.pk])
+_Statement = tuple[str, list[Any]]
+
+
+def _status_change(summary: Summary, status: str, now) -> _Statement:
+    """The UPDATE that moves ``summary`` to ``status`` (applied to the instance already)."""
     summary.status, summary.status_changed_at = status, now
+    return _sql().status.statement([status, connection.ops.adapt_datetimefield_value(now), summary.pk])
+
+
+def _set_status(summary: Summary, status: str, now) -> None:
+    _execute(*_status_change(summary, status, now))
 
 
 def _apply(
@@ -578,7 +605,18 @@ def _apply(
 def _move_pointer(
     wf: Workflow, target: Summary | None, observed: int, now, covered_tokens: int, *, compaction: bool
 ) -> bool:
-    """The compare-and-swap: move the pointer only if active_revision is still ``observed``.
+    """The compare-and-swap: move the pointer only if active_revision is still ``observed``."""
+    moved = _execute(*_pointer_move(wf, target, observed, now, covered_tokens, compaction=compaction)) == 1
+    if moved:
+        wf.active_revision = observed + 1
+        wf.active_summary = target
+    return moved
+
+
+def _pointer_move(
+    wf: Workflow, target: Summary | None, observed: int, now, covered_tokens: int, *, compaction: bool
+) -> _Statement:
+    """The compare-and-swap UPDATE: it moves the pointer only if active_revision is still ``observed``.
 
     Running totals follow the pointer: summary tokens, and the tail after the new watermark
     (``covered_tokens`` = tokens through it; computed from head/total in SQL, so they stay right
@@ -596,15 +634,7 @@ def _move_pointer(
     if compaction:
         # Trigger hysteresis counts new tokens from here: total − tokens_at_last_compaction = tail.
         params += [at, covered_tokens]
-    moved = _execute(_sql().move[compaction], [*params, wf.pk, observed]) == 1
-    if moved:
-        wf.active_revision = observed + 1
-        wf.active_summary = target
-    return moved
-
-
-def _current_revision(wf: Workflow) -> int:
-    return Workflow.objects.filter(pk=wf.pk).values_list("active_revision", flat=True).get()
+    return _sql().move[compaction].statement([*params, wf.pk, observed])
 
 
 # -- actions ---------------------------------------------------------------------------------------
@@ -1012,10 +1042,11 @@ def _swap_record(
     *,
     prior: Summary | None,
     was: tuple[str, str],
+    changes: list[_Statement],
 ) -> LifecycleEvent:
     """The applied swap's history: the supersede of ``prior`` (when there was one), then the
     activation, each a LifecycleEvent with its AuditEntry; ``was`` = (prior's, target's) status
-    before. Returns the activation's event."""
+    before, ``changes`` the swap's own statements (written with it). Returns the activation's event."""
     wf, s = locked.wf, locked.target
     entries = []
     if prior is not None:
@@ -1050,7 +1081,7 @@ def _swap_record(
             data={"active_revision": wf.active_revision, "superseded": prior.summary_id if prior else None},
         )
     )
-    return _append(wf, actor, *entries)[-1]
+    return _append(wf, actor, *entries, changes=changes)[-1]
 
 
 def _swap(
@@ -1085,27 +1116,23 @@ def _swap_locked(
     refusal = _swap_refusal(locked, action, actor)
     if refusal is not None:
         return _swap_refused(locked, action, actor, expected_revision, reason, refusal)
-    # 3. The pointer (the compare-and-swap itself), then the statuses, in this one transaction.
+    # 3. The pointer (the compare-and-swap itself), then the statuses, then the record
+    #    (LifecycleEvents and AuditEntries of the supersede and the activation), in this one
+    #    transaction. The key was checked under the workflow lock, so the UPDATE changes its row
+    #    (``_append`` undoes everything if not); the statements travel with the record's first
+    #    round trip.
     was = (prior.status if prior else "", s.status)
     now = timezone.now()
-    if not _move_pointer(
-        wf, s, expected_revision, now, locked.covered_tokens, compaction=action != A.ROLLBACK
-    ):
-        current = _current_revision(wf)  # defensive: the lock makes this unreachable
-        return _stale(
-            locked,
-            action,
-            actor,
-            expected_revision,
-            current,
-            reason=reason,
-            detail="the active revision moved",
-        )
+    changes = [
+        _pointer_move(wf, s, expected_revision, now, locked.covered_tokens, compaction=action != A.ROLLBACK)
+    ]
+    wf.active_revision, wf.active_summary = expected_revision + 1, s
     if prior is not None:
-        _set_status(prior, S.SUPERSEDED, now)  # first: at most one ACTIVE row at any instant
-    _set_status(s, S.ACTIVE, now)
-    # 4. The record: LifecycleEvents and AuditEntries of the supersede and the activation.
-    event = _swap_record(locked, action, actor, observed, reason, prior=prior, was=was)
+        changes.append(
+            _status_change(prior, S.SUPERSEDED, now)
+        )  # first: at most one ACTIVE row at any instant
+    changes.append(_status_change(s, S.ACTIVE, now))
+    event = _swap_record(locked, action, actor, observed, reason, prior=prior, was=was, changes=changes)
     return ActivationResult(
         applied=True, active_revision=wf.active_revision, summary=s, superseded=prior, event=event
     )

@@ -155,29 +155,94 @@ def test_the_beat_sweep_sequences_every_tenant(tenant, other_tenant):
         assert not pending_entries(t).exists() and verify_chain(t)["ok"] is True
 
 
+def eventually(check: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll ``check`` until it holds (the background sequencer runs on its own thread)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.fixture(params=["inline", "background"])
+def sequencer_mode(request, settings) -> str:
+    """Both ways an entry reaches the chain after its commit (audit.sequencer)."""
+    settings.MEMORYHUB_AUDIT_SEQUENCER = request.param
+    return request.param
+
+
 @pytest.mark.django_db(transaction=True)
-def test_an_entry_is_sequenced_after_its_commit_and_not_at_all_after_a_rollback(tenant):
+def test_an_entry_is_sequenced_after_its_commit_and_not_at_all_after_a_rollback(tenant, sequencer_mode):
     with transaction.atomic():
         record(tenant, ACTOR, "policy.update", ("policy", "kept"), {"name": "kept"})
         assert AuditEntry.objects.get(object_id="kept").pending  # in the writer's transaction
-    assert not AuditEntry.objects.get(object_id="kept").pending  # the after-commit sequencer ran
+    # The after-commit sequencer takes it: on the writer's thread, or soon on the sequencer's.
+    assert eventually(lambda: not AuditEntry.objects.get(object_id="kept").pending)
     with pytest.raises(Rollback):
         audited_write(tenant, "rolled-back", rollback=True)
     assert not AuditEntry.objects.filter(object_id="rolled-back").exists()
+    log.background.drain()
     assert chain_seqs(tenant) == list(range(1, AuditEntry.objects.filter(tenant=tenant).count() + 1))
     assert verify_chain(tenant)["ok"] is True
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_failing_sequencer_does_not_fail_the_write(tenant, monkeypatch):
+def test_a_failing_sequencer_does_not_fail_the_write(tenant, monkeypatch, sequencer_mode):
+    tried = threading.Event()
+
     def broken(tenant_id: int, batch: int) -> int:
+        tried.set()
         raise RuntimeError("sequencer down")
 
+    log.background.drain()  # the fixtures' own entries sequenced first
     monkeypatch.setattr(log, "_sequence_batch", broken)
     audited_write(tenant, "written")  # the change commits; the hook's error is logged, not raised
+    assert tried.wait(timeout=10)  # the pass ran (inline: in the commit; background: on its thread)
     assert AuditEntry.objects.get(object_id="written").pending
     monkeypatch.undo()
     assert sequence_pending(tenant) == 1  # what the beat sweep does
+    assert verify_chain(tenant)["ok"] is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_write_does_not_wait_for_the_background_sequencer(tenant, settings, monkeypatch):
+    """The writer's call returns once its own transaction commits: a sequencer pass that is stuck
+    (held at a gate here) delays the chain, never the write; released, it sequences the entries."""
+    settings.MEMORYHUB_AUDIT_SEQUENCER = "background"
+    gate, entered = threading.Event(), threading.Event()
+    real = log._sequence_batch
+
+    def held(tenant_id: int, batch: int) -> int | None:
+        entered.set()
+        assert gate.wait(timeout=30)
+        return real(tenant_id, batch)
+
+    monkeypatch.setattr(log, "_sequence_batch", held)
+    audited_write(tenant, "first")
+    assert entered.wait(timeout=10)  # the sequencer thread is inside its pass, held
+    started = time.monotonic()
+    for name in ("second", "third"):
+        audited_write(tenant, name)
+    written_in = time.monotonic() - started
+    assert (
+        AuditEntry.objects.filter(object_id__in=["first", "second", "third"], seq__isnull=True).count() == 3
+    )
+    assert written_in < 5, f"two writes took {written_in:.1f}s behind a held sequencer"
+    gate.set()
+    assert eventually(lambda: not pending_entries(tenant).exists())
+    assert verify_chain(tenant)["ok"] is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_shutdown_sequences_what_is_queued_and_closes_the_thread(tenant, settings):
+    settings.MEMORYHUB_AUDIT_SEQUENCER = "background"
+    sequencer = log.BackgroundSequencer(log.sequence_pending)
+    pending_entry_bypassing_services(tenant, "queued")
+    sequencer.request(tenant.pk)
+    sequencer.shutdown()  # at exit (atexit, Celery worker shutdown) and after every test
+    assert not pending_entries(tenant).exists()
+    assert sequencer._thread is None
     assert verify_chain(tenant)["ok"] is True
 
 
@@ -195,6 +260,7 @@ def other_session(autocommit: bool = True) -> psycopg.Connection:
 @contextmanager
 def hold_chain(tenant) -> Iterator[None]:
     """Another session holds the tenant's chain head row, as a sequencer mid-batch does."""
+    log.background.drain()  # the tenant's first entries sequenced: its chain head exists
     with other_session(autocommit=False) as other:
         got = other.execute(
             "SELECT seq FROM audit_auditchainhead WHERE tenant_id = %s FOR UPDATE", [tenant.pk]
@@ -240,8 +306,8 @@ def test_concurrent_writers_make_one_gapless_chain(tenant):
     committed = [n for c, _ in results for n in c]
     rolled_back = [n for _, r in results for n in r]
     assert rolled_back and len(committed) > len(rolled_back)
-    # The after-commit sequencers alone took every committed entry (no extra run needed).
-    assert not pending_entries(tenant).exists()
+    # The after-commit sequencer alone takes every committed entry (no extra run needed).
+    assert eventually(lambda: not pending_entries(tenant).exists())
     rows = list(
         AuditEntry.objects.filter(tenant=tenant)
         .order_by("seq")
@@ -284,7 +350,10 @@ def _sequencer_process(tenant_id: int, gate_at: int, queue) -> None:  # pragma: 
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_a_sequencer_killed_mid_batch_loses_and_duplicates_nothing(tenant):
+def test_a_sequencer_killed_mid_batch_loses_and_duplicates_nothing(tenant, settings):
+    # The writers sequence inline, so no background pass takes the backlog once the chain is free:
+    # the sequencer process below is the one that takes it.
+    settings.MEMORYHUB_AUDIT_SEQUENCER = "inline"
     with hold_chain(tenant):  # a backlog: the writers' own sequencers find the chain busy
         for i in range(10):
             audited_write(tenant, f"backlog-{i}")
@@ -369,6 +438,7 @@ def test_an_open_audited_write_does_not_block_another_writer(tenant):
         with connection.cursor() as cursor:
             cursor.execute("SET lock_timeout = '5s'")  # waiting for a lock would raise, not hang
         audited_write(tenant, "fast")
+        log.background.drain()  # its entry sequenced (the background thread's pass, waited for)
         return AuditEntry.objects.get(object_id="fast").seq
 
     slow = threading.Thread(target=open_writer)
@@ -380,6 +450,7 @@ def test_an_open_audited_write_does_not_block_another_writer(tenant):
         release.set()
         slow.join(60)
     assert not slow.is_alive() and not errors, errors
+    log.background.drain()  # the slow writer's entry sequenced after its commit
     slow_entry, fast_entry = (
         AuditEntry.objects.get(object_id="slow"),
         AuditEntry.objects.get(object_id="fast"),

@@ -314,7 +314,7 @@ def test_a_stateful_decision_is_one_read_and_one_logged_row(settings, tenant, ot
     The policy join never reaches another tenant's default, and an override beats the default."""
     from triggers import services
 
-    settings.MEMORYHUB_PREPARE_DECISION_READ = prepared
+    settings.MEMORYHUB_PREPARE_STATEMENTS = prepared
     add_tokens(wf, 17_000, events=40)
     f.policy(other_tenant, context_window=1_000_000, target_tokens=1_000)
     for expected_source, expected_budget in (("default", 18_000), ("tenant", 50_000), ("workflow", 38_000)):

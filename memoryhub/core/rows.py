@@ -1,0 +1,118 @@
+"""Statements of the hot write paths, sent with as little overhead as the database allows.
+
+* ``insert_rows``: new model rows in one INSERT from a statement built once per model, row count
+  and database vendor.
+* ``run_together``: several statements in one round trip.
+* ``PreparedStatement``: planned once per PostgreSQL session instead of on every call.
+
+``insert_rows`` does what ``bulk_create`` does for models without database defaults or generated fields, minus
+compiling the query on every call: on the hot write paths (an activation writes its payloads,
+lifecycle events and audit entries this way) the compile took longer than the database took to
+run the statement.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Model
+from psycopg import ClientCursor
+
+_statements: dict[tuple[str, type[Model], int], tuple[str, list[Any]]] = {}
+
+
+def _statement(model: type[Model], rows: int) -> tuple[str, list[Any]]:
+    """(INSERT of ``rows`` rows of ``model`` returning their ids, the fields in column order)."""
+    key = (connection.vendor, model, rows)
+    if key not in _statements:
+        qn = connection.ops.quote_name
+        fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+        row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        pk = model._meta.pk
+        assert pk is not None
+        _statements[key] = (
+            f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
+            f"VALUES {', '.join([row] * rows)} RETURNING {qn(pk.column)}",
+            fields,
+        )
+    return _statements[key]
+
+
+def insert_rows(model: type[Model], objs: list[Any]) -> None:
+    """INSERT the unsaved ``objs`` (all of ``model``) in one statement and set their ids."""
+    if not objs:
+        return
+    set_ids(objs, run_together([insert_rows_sql(model, objs)])[0])
+
+
+def insert_rows_sql(model: type[Model], objs: list[Any]) -> tuple[str, list[Any]]:
+    """The statement and parameters ``insert_rows`` runs, for ``run_together``."""
+    sql, fields = _statement(model, len(objs))
+    return sql, [f.get_db_prep_save(f.pre_save(obj, True), connection) for obj in objs for f in fields]
+
+
+def set_ids(objs: list[Any], ids: list[Any]) -> None:
+    """Give the inserted ``objs`` the ids their INSERT returned (in order)."""
+    for obj, (pk,) in zip(objs, ids, strict=True):
+        obj.pk = pk
+        obj._state.adding, obj._state.db = False, connection.alias
+
+
+def run_together(statements: list[tuple[str, list[Any]]]) -> list[Any]:
+    """Run ``statements`` in order; for each, its rows (a statement with results) or its row count.
+
+    On PostgreSQL with client-side parameter binding (Django's default with psycopg 3) they travel
+    as one query string in one round trip (the simple query protocol runs several statements and
+    returns each one's result); elsewhere one at a time. Inside a transaction either way: a failing
+    statement fails the transaction, so nothing after it counts.
+    """
+    results: list[Any] = []
+    with connection.cursor() as cursor:
+        raw = cursor.cursor
+        if isinstance(raw, ClientCursor) and len(statements) > 1:
+            cursor.execute(";\n".join(sql for sql, _ in statements), [p for _, ps in statements for p in ps])
+            while True:
+                results.append(raw.fetchall() if raw.description is not None else raw.rowcount)
+                if not raw.nextset():
+                    break
+        else:
+            for sql, params in statements:
+                cursor.execute(sql, params)
+                results.append(cursor.fetchall() if cursor.description is not None else cursor.rowcount)
+    assert len(results) == len(statements), "one result per statement"
+    return results
+
+
+class PreparedStatement:
+    """A statement run as a named prepared statement of each PostgreSQL session, so it is planned
+    once per session instead of on every call (planning the lifecycle's read over the partitioned
+    event table took longer than running it); plain SQL on SQLite, or with
+    ``MEMORYHUB_PREPARE_STATEMENTS`` off (behind a transaction-mode pooler such as PgBouncer,
+    which does not keep a session's prepared statements).
+
+    ``sql`` uses ``%s`` placeholders; PostgreSQL infers their types from where they stand.
+    """
+
+    def __init__(self, name: str, sql: str) -> None:
+        self.name, self.sql = name, sql
+        self.arity = sql.count("%s")
+        numbered = sql.split("%s")
+        self.definition = numbered[0] + "".join(f"${i}{rest}" for i, rest in enumerate(numbered[1:], 1))
+        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def statement(self, params: list[Any]) -> tuple[str, list[Any]]:
+        """(SQL, params) to run now on this connection (``cursor.execute`` or ``run_together``),
+        preparing the statement on this session first when it has not been."""
+        if connection.vendor != "postgresql" or not settings.MEMORYHUB_PREPARE_STATEMENTS:
+            return self.sql, params
+        connection.ensure_connection()
+        session = connection.connection
+        if session not in self._sessions:
+            # Alone, so it is known to have run (PREPARE outlives a rolled-back transaction).
+            with connection.cursor() as cursor:
+                cursor.execute(f"PREPARE {self.name} AS {self.definition}")
+            self._sessions.add(session)
+        return f"EXECUTE {self.name} ({', '.join(['%s'] * self.arity)})", params
