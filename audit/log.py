@@ -18,6 +18,7 @@ beat sweep ``audit.sequence_pending`` (the backstop); verification runs it first
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -134,7 +135,14 @@ def insert_pending(entries: list[AuditEntry]) -> None:
             entry.refresh_from_db(fields=SEQUENCED_FIELDS)
         return
     for tenant_id in tenants:
-        transaction.on_commit(lambda tenant_id=tenant_id: background.request(tenant_id), robust=True)
+        transaction.on_commit(_sequence_after_commit(tenant_id), robust=True)
+
+
+def _sequence_after_commit(tenant_id: int) -> Callable[[], None]:
+    def sequence_after_commit() -> None:  # named: on_commit logs a failing hook by its name
+        background.request(tenant_id)
+
+    return sequence_after_commit
 
 
 def sequence_pending(tenant: Tenant | int, batch: int = BATCH) -> int:

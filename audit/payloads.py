@@ -60,6 +60,8 @@ CHAINED_KEYS = frozenset(
         "verdict",
         "artifact",
         "subject_purged",
+        "from",  # a lifecycle entry's statuses
+        "to",
     }
 )
 SHINGLE = 20  # a derived text sharing this many consecutive characters with purged content quotes it
@@ -84,6 +86,7 @@ def split_audit_data(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
     for key, value in data.items():
         if (
             value is None
+            or value == ""  # holds no text
             or isinstance(value, bool | int | float)
             or key in CHAINED_KEYS
             and _structural(value)

@@ -4,8 +4,8 @@ Writer processes (one connection each, started together by a barrier) commit aud
 one tenant for a fixed time. Two ways, in alternating phases of 1 and N writers in one run:
 
 * ``after_commit`` (what ``audit.log.record`` does): the entry is inserted pending; after the
-  commit the writer's sequencer hook sequences it (or finds another sequencer already holding the
-  chain, which takes it).
+  commit the writer process's sequencer thread sequences it, with whatever else was committed
+  meanwhile (or finds another sequencer already holding the chain, which takes it).
 * ``in_transaction`` (the scheme before, for comparison): the writer locks the tenant's chain
   head, appends and sequences its entry inside its own transaction and holds the lock to commit,
   so the tenant's writers run one at a time.
@@ -28,7 +28,7 @@ from typing import Any
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from audit.log import _sequence_batch, pending_entries, record
+from audit.log import _sequence_batch, background, pending_entries, record
 from audit.models import AuditChainHead, AuditEntry
 from audit.verify import verify_chain
 from memoryhub.accounts.tenancy import create_tenant
@@ -65,6 +65,7 @@ def _writer(tenant_id: int, mode: str, seconds: float, seed: int, wait: Callable
             writes.append(_write(tenant, mode, rng.randrange(10**9)))
             latencies.append(time.perf_counter() - t0)
     finally:
+        background.shutdown()  # its last passes: a forked writer leaves through os._exit, past atexit
         connection.close()
     return {"writes": writes, "latencies": latencies}
 

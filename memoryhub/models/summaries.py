@@ -256,4 +256,5 @@ class LifecycleEvent(PurgeablePayloadMixin, models.Model):
     @reason.setter
     def reason(self, value: str) -> None:
         self.stored_reason = ""
-        self._stage("reason", value or "")
+        if value:  # no reason, no payload row: "" is what a row without one reads
+            self._stage("reason", value)

@@ -1,86 +1,112 @@
-"""How many SQL statements one activation costs (SQLite and PostgreSQL alike). A count, not a
-timing: a change that adds a round trip to the compare-and-swap shows up here.
+"""How many round trips to the database one activation costs (SQLite and PostgreSQL). A count,
+not a timing: a change that adds a round trip to the compare-and-swap shows up here.
 
-An activation's own statements: the workflow lock (its tenant joined); one read of the target
-and the active summary with their watermark tokens and approval state; the pointer UPDATE; a
-status UPDATE per summary that changes; the lifecycle events' reason payloads and the events
-(one INSERT each, however many events). Each lifecycle event also gets an audit entry, whose
-statements (``audit.log.record``) are measured here rather than assumed.
+An applied activation that supersedes sends, on PostgreSQL (``memoryhub.core.rows.run_together``
+joins statements into one round trip):
+
+1. the workflow lock (its tenant joined) + one read of the target and the active summary with
+   their watermark tokens and approval state;
+2. the pointer UPDATE + a status UPDATE per summary that changes + the INSERT of the reason
+   payloads (an audit entry whose text is its event's reason shares the event's payload row; an
+   empty reason has none);
+3. the INSERT of the lifecycle events (however many);
+4. the INSERT of their audit entries (however many).
+
+On SQLite each statement is its own call: 2 + 4 + 1 + 1. The audit entries are sequenced after
+the commit, off the writer's path (``audit.sequencer``), so they cost the writer nothing more.
+The transaction is real here (``transaction=True``), as in production: no savepoints.
 """
 
 from __future__ import annotations
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from audit.log import record
+from audit.log import background
+from audit.models import AuditEntry
 from memoryhub.memory import lifecycle
-from memoryhub.models import Summary, Tenant, Workflow
+from memoryhub.models import LifecycleEvent, Workflow
 from tests.factories import REVIEWER, WORKER, activated, build_workflow, validated
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _statements(run) -> tuple[object, list[str]]:
-    """``run()``'s SQL statements, without the SAVEPOINT/RELEASE pair that the test's own
-    transaction turns the action's atomic block into."""
+@pytest.fixture(autouse=True)
+def background_sequencer(settings):
+    settings.MEMORYHUB_AUDIT_SEQUENCER = "background"
+
+
+def together(*statements: int) -> int:
+    """Calls for round trips of ``statements`` statements each: one per round trip on
+    PostgreSQL, one per statement elsewhere."""
+    return len(statements) if connection.vendor == "postgresql" else sum(statements)
+
+
+def _calls(run) -> tuple[object, list[str]]:
+    """``run()``'s calls to the database (a statement, or statements sent together), without
+    PREPARE (once per session) and the transaction's BEGIN and COMMIT."""
     with CaptureQueriesContext(connection) as ctx:
         result = run()
-    sql = [q["sql"] for q in ctx.captured_queries]
-    return result, [s for s in sql if not s.upper().startswith(("SAVEPOINT", "RELEASE SAVEPOINT"))]
-
-
-def _per_audit_entry(summary: Summary) -> int:
-    """Statements of one audit entry with the shape of a lifecycle event's (text in its data)."""
-    tenant = Tenant.objects.get(pk=summary.tenant_id)
-    data = {"workflow": "wf", "version": 1, "result": "applied", "from": "VALIDATED", "to": "ACTIVE"}
-
-    def run() -> None:
-        with transaction.atomic():
-            record(tenant, WORKER, "summary.activate", summary, {**data, "reason": "count me"})
-
-    return len(_statements(run)[1])
+    control = ("PREPARE", "BEGIN", "COMMIT")  # once per session; the transaction's own
+    return result, [q["sql"] for q in ctx.captured_queries if not q["sql"].startswith(control)]
 
 
 def _revision(wf: Workflow) -> int:
     return Workflow.objects.values_list("active_revision", flat=True).get(pk=wf.pk)
 
 
-def test_an_activation_that_supersedes_costs_seven_statements_plus_two_audit_entries(tenant):
+def test_an_activation_that_supersedes_costs_four_round_trips(tenant):
     wf = build_workflow(tenant)
     activated(wf)
     target = validated(wf)
-    audit, revision = _per_audit_entry(target), _revision(wf)
-    result, sql = _statements(lambda: lifecycle.activate(target, revision, WORKER))
+    revision = _revision(wf)
+    result, calls = _calls(lambda: lifecycle.activate(target, revision, WORKER))
     assert result.applied and result.superseded is not None
-    assert len(sql) == 7 + 2 * audit, "\n".join(sql)
+    assert len(calls) == together(2, 4, 1, 1), "\n".join(calls)
+    # The supersede and the activation each have their event and their audit entry, linked.
+    events = LifecycleEvent.objects.filter(workflow=wf).order_by("-id")[:2]
+    entries = AuditEntry.objects.filter(chained_data__lifecycle_event__in=[e.pk for e in events])
+    assert entries.count() == 2
+    # The supersede's reason is written once, for its event and its audit entry alike.
+    supersede = events[1]
+    assert supersede.action == "supersede" and supersede.payload_id is not None
+    assert entries.get(chained_data__lifecycle_event=supersede.pk).payload_id == supersede.payload_id
 
 
-def test_a_first_activation_costs_six_statements_plus_one_audit_entry(tenant):
+def test_a_first_activation_costs_as_many_round_trips(tenant):
     wf = build_workflow(tenant)
     target = validated(wf)
-    audit = _per_audit_entry(target)
-    result, sql = _statements(lambda: lifecycle.activate(target, 0, WORKER))
+    result, calls = _calls(lambda: lifecycle.activate(target, 0, WORKER))
     assert result.applied and result.superseded is None
-    assert len(sql) == 6 + audit, "\n".join(sql)
+    # No reason given, so no payload: the pointer and the status go alone.
+    assert len(calls) == together(2, 2, 1, 1), "\n".join(calls)
+    assert "audit_payload" not in " ".join(calls)
 
 
 def test_a_rollback_costs_what_an_activation_does(tenant):
     wf = build_workflow(tenant)
     old = activated(wf)
     activated(wf)
-    audit, revision = _per_audit_entry(old), _revision(wf)
-    result, sql = _statements(lambda: lifecycle.rollback(old, revision, REVIEWER, "back to S1"))
+    revision = _revision(wf)
+    result, calls = _calls(lambda: lifecycle.rollback(old, revision, REVIEWER, "back to S1"))
     assert result.applied
-    assert len(sql) == 7 + 2 * audit, "\n".join(sql)
+    assert len(calls) == together(2, 4, 1, 1), "\n".join(calls)
 
 
-def test_a_stale_attempt_costs_four_statements_plus_one_audit_entry(tenant):
+def test_a_stale_attempt_costs_three_round_trips(tenant):
     wf = build_workflow(tenant)
     activated(wf)
     late = validated(wf)
-    audit = _per_audit_entry(late)
-    result, sql = _statements(lambda: lifecycle.activate(late, 0, WORKER))
+    result, calls = _calls(lambda: lifecycle.activate(late, 0, WORKER))
     assert result.outcome == "stale"
-    assert len(sql) == 4 + audit, "\n".join(sql)
+    # The lock and read; the refusal's payload; its event; its audit entry.
+    assert len(calls) == together(2, 1, 1, 1), "\n".join(calls)
+
+
+def test_the_audit_entries_are_sequenced_after_the_commit(tenant):
+    wf = build_workflow(tenant)
+    target = validated(wf)
+    lifecycle.activate(target, 0, WORKER)
+    background.drain()
+    assert not AuditEntry.objects.filter(tenant=tenant, seq__isnull=True).exists()

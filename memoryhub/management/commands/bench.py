@@ -46,6 +46,40 @@ def _audit(opts, log):
     return audit_chain.run(writers=opts["writers"], seconds=opts["audit_seconds"], log=log)
 
 
+def _activation(opts, log):
+    """Both of ``bench_activation``'s measurements in one go: 1 vs N client processes racing on
+    64 workflows, then the cost per activation of this tree beside the baseline revision (the
+    tree before the write-path work), each in its own process, phases alternating."""
+    import io
+
+    from django.core.management import call_command
+
+    from memoryhub.management.commands.bench_activation import Command as BenchActivation
+
+    out = io.StringIO()
+    race, cost = BenchActivation(stdout=out), BenchActivation(stdout=out)
+    n = opts["activation_processes"]
+    log(f"activation: 1 vs {n} processes on 64 workflows, {opts['activation_seconds']:g}s phases")
+    call_command(race, processes=n, workflows=64, seconds=opts["activation_seconds"], rounds=2)
+    baseline = opts["activation_baseline"] or None
+    if baseline and not _git_has(baseline):
+        log(f"activation: revision {baseline} is not in this checkout (not a git clone?): no before/after")
+        baseline = None
+    log(f"activation: cost per applied activation, this tree vs {baseline or '(no baseline)'}")
+    call_command(cost, workflows=64, cost=True, against=baseline, cost_rounds=4)
+    return {**race.results, **cost.results}
+
+
+def _git_has(revision: str) -> bool:
+    import subprocess
+
+    probe = subprocess.run(
+        ["git", "-C", str(settings.BASE_DIR), "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
+        capture_output=True,
+    )
+    return probe.returncode == 0
+
+
 def _quality(opts, log):
     from memoryhub.bench import quality
 
@@ -64,7 +98,10 @@ BENCHMARKS = {
     "quality": _quality,
     "otel": _otel,
     "audit": _audit,
+    "activation": _activation,
 }
+# The tree `bench activation` compares against: main before the write-path work (issue #21).
+ACTIVATION_BASELINE = "c6dff78"
 # Run only when named (minutes at 100k events; pure Python, no database).
 EXPLICIT_ONLY = {"quality"}
 NO_DATABASE = {"quality"}
@@ -96,6 +133,26 @@ class Command(BaseCommand):
         parser.add_argument("--writers", type=int, default=4, help="audit: concurrent writer processes")
         parser.add_argument(
             "--audit-seconds", dest="audit_seconds", type=float, default=3.0, help="audit: seconds per phase"
+        )
+        parser.add_argument(
+            "--activation-processes",
+            dest="activation_processes",
+            type=int,
+            default=4,
+            help="activation: client processes raced against one",
+        )
+        parser.add_argument(
+            "--activation-seconds",
+            dest="activation_seconds",
+            type=float,
+            default=5.0,
+            help="activation: seconds per race phase",
+        )
+        parser.add_argument(
+            "--activation-baseline",
+            dest="activation_baseline",
+            default=ACTIVATION_BASELINE,
+            help="activation: git revision to measure beside this tree ('' for none)",
         )
         parser.add_argument(
             "--quality-sizes",

@@ -49,6 +49,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, connections
 
+from audit.log import background as background_sequencer
 from memoryhub.bench import activation
 from memoryhub.bench.activation import attempt, setup, verify
 from memoryhub.models import Summary, Workflow
@@ -82,6 +83,7 @@ def _client_loop(
     except Exception as exc:  # reported, and fails the run
         errors.append(f"client {c}: {type(exc).__name__}: {exc}")
     finally:
+        background_sequencer.shutdown()  # a forked client leaves through os._exit, past atexit
         connection.close()
     return {"counts": local, "applied": local_applied, "latencies": local_lat, "errors": errors}
 
@@ -210,6 +212,11 @@ class Command(BaseCommand):
             "its own process running the same workload, phases alternating"
         )
         cost.add_argument(
+            "--cost",
+            action="store_true",
+            help="measure the cost per activation (this tree alone unless --against)",
+        )
+        cost.add_argument(
             "--against",
             metavar="REV",
             help="also measure git revision REV (unpacked to a temporary directory) and print the ratio",
@@ -237,7 +244,7 @@ class Command(BaseCommand):
     ):
         if not settings.IS_POSTGRES:
             raise CommandError("bench_activation races real connections: set DATABASE_URL=postgres://…")
-        if opts["against"] or opts["save_baseline"] or opts["baseline"]:
+        if opts["cost"] or opts["against"] or opts["save_baseline"] or opts["baseline"]:
             return self.cost(workflows, summaries, events, seed, **opts)
         if clients < 1 or workflows < 1 or summaries < 2 or seconds <= 0:
             raise CommandError("need --clients >= 1, --workflows >= 1, --summaries >= 2, --seconds > 0")
@@ -311,6 +318,7 @@ class Command(BaseCommand):
             ("invariant violations", len(report["violations"])),
             ("errors", len(errors)),
         ]
+        self.results = {str(key): value for key, value in rows}  # for `manage.py bench activation`
         for key, value in rows:
             self.stdout.write(f"  {key:<36} {value}")
         if profile_text:
@@ -386,8 +394,20 @@ class Command(BaseCommand):
             f"  commit floor (one-UPDATE durable transaction, median of rounds): {floor:.2f} ms"
         )
         head = measured["sides"]["this tree"]
+        self.results = {
+            f"{label} ms per applied activation": round(side["ms_per_applied"], 2)
+            for label, side in measured["sides"].items()
+        }
+        self.results |= {
+            f"{label} statements per applied activation": round(side["statements_per_applied"], 1)
+            for label, side in measured["sides"].items()
+        }
+        self.results["commit floor ms"] = round(floor, 2)
         if against:
             base = measured["sides"][against]
+            self.results[f"{against} / this tree (time)"] = (
+                f"{base['ms_per_applied'] / head['ms_per_applied']:.2f}x"
+            )
             self.stdout.write(
                 f"  {against} ÷ this tree, same run: {base['ms_per_applied'] / head['ms_per_applied']:.2f}× the "
                 f"time, {base['cpu_ms_per_applied'] / head['cpu_ms_per_applied']:.2f}× the client CPU, "

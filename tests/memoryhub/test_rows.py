@@ -1,0 +1,92 @@
+"""memoryhub.core.rows: statements sent together, prepared once per session, rows inserted in one
+statement — the same results as running them one by one, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from audit.models import Payload
+from memoryhub.core.rows import PreparedStatement, insert_rows, run_together
+from memoryhub.models import Workflow
+from tests.factories import build_workflow
+
+pytestmark = pytest.mark.django_db
+
+
+def _payloads(tenant, *words: str) -> list[Payload]:
+    return [Payload(tenant_id=tenant.pk, body={"reason": w}, digest=f"sha256:{w}") for w in words]
+
+
+def test_insert_rows_writes_every_row_in_one_statement_and_sets_the_ids(tenant):
+    rows = _payloads(tenant, "one", "two", "three")
+    with CaptureQueriesContext(connection) as ctx:
+        insert_rows(Payload, rows)
+    assert len(ctx.captured_queries) == 1
+    assert all(row.pk and not row._state.adding for row in rows)
+    stored = dict(Payload.objects.filter(pk__in=[r.pk for r in rows]).values_list("pk", "body"))
+    assert stored == {row.pk: row.body for row in rows}  # each id is its own row's
+
+
+def test_run_together_answers_each_statement_in_order(tenant):
+    wf = build_workflow(tenant)
+    qn = connection.ops.quote_name
+    table = qn(Workflow._meta.db_table)
+    with CaptureQueriesContext(connection) as ctx, transaction.atomic():
+        results = run_together(
+            [
+                (f"UPDATE {table} SET {qn('name')} = %s WHERE {qn('id')} = %s", ["renamed", wf.pk]),
+                (f"SELECT {qn('name')} FROM {table} WHERE {qn('id')} = %s", [wf.pk]),
+                (f"UPDATE {table} SET {qn('name')} = %s WHERE {qn('id')} = %s", ["nobody", -1]),
+                (f"SELECT {qn('id')} FROM {table} WHERE {qn('id')} = %s", [-1]),
+            ]
+        )
+    assert results == [1, [("renamed",)], 0, []]  # row counts and rows, statement by statement
+    calls = [q for q in ctx.captured_queries if not q["sql"].startswith(("SAVEPOINT", "RELEASE"))]
+    assert len(calls) == (1 if connection.vendor == "postgresql" else 4)  # one round trip on PostgreSQL
+
+
+def test_a_failing_statement_fails_the_transaction_and_nothing_after_it_counts(tenant):
+    wf = build_workflow(tenant)
+    qn = connection.ops.quote_name
+    table = qn(Workflow._meta.db_table)
+    rename = f"UPDATE {table} SET {qn('name')} = %s WHERE {qn('id')} = %s"
+    clash = (  # a second workflow with the same external id in the tenant: a unique violation
+        f"INSERT INTO {table} ({qn('tenant_id')}, {qn('external_id')}) VALUES (%s, %s)",
+        [tenant.pk, wf.external_id],
+    )
+    with pytest.raises((IntegrityError, DatabaseError)), transaction.atomic():
+        run_together([(rename, ["before", wf.pk]), clash, (rename, ["after", wf.pk])])
+    wf.refresh_from_db()
+    assert wf.name != "before" and wf.name != "after"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)  # it closes the connection
+def test_a_prepared_statement_is_planned_once_per_session(tenant, settings):
+    settings.MEMORYHUB_PREPARE_STATEMENTS = True
+    wf = build_workflow(tenant)
+    qn = connection.ops.quote_name
+    read = PreparedStatement(
+        "test_rows_read",
+        f"SELECT {qn('external_id')} FROM {qn(Workflow._meta.db_table)} WHERE {qn('id')} = %s",
+    )
+
+    def fetch() -> tuple[list[str], list[tuple]]:
+        with CaptureQueriesContext(connection) as ctx, connection.cursor() as cursor:
+            cursor.execute(*read.statement([wf.pk]))
+            rows = cursor.fetchall()
+        return [q["sql"].split()[0] for q in ctx.captured_queries], rows
+
+    assert fetch() == (["PREPARE", "EXECUTE"], [(wf.external_id,)])
+    assert fetch() == (["EXECUTE"], [(wf.external_id,)])
+    connection.close()  # a new session prepares again
+    assert fetch() == (["PREPARE", "EXECUTE"], [(wf.external_id,)])
+    settings.MEMORYHUB_PREPARE_STATEMENTS = False  # behind a transaction-mode pooler
+    assert fetch() == (["SELECT"], [(wf.external_id,)])
+
+
+def test_placeholders_become_numbered_parameters_in_order():
+    statement = PreparedStatement("x", "SELECT %s, %s WHERE a = %s")
+    assert statement.definition == "SELECT $1, $2 WHERE a = $3" and statement.arity == 3
