@@ -233,6 +233,10 @@ class InboxRow:
         }[self.why]
 
 
+# Besides VALIDATED versions awaiting approval, the statuses that put a summary in the inbox.
+INBOX_OTHER_STATUSES = (S.CANDIDATE, S.QUARANTINED, S.REJECTED)
+
+
 def inbox_queryset(tenant_id: int):
     """Summaries that wait for a reviewer: awaiting approval, candidates, rejected by failed
     checks, quarantined. Unpurged only. "Failed checks" is the latest record's ``passed`` column:
@@ -244,10 +248,15 @@ def inbox_queryset(tenant_id: int):
         .order_by("-created_at", "-id")
         .values("passed")[:1]
     )
-    base = Summary.objects.filter(tenant_id=tenant_id, purged_by__isnull=True)
+    # The four statuses first (the (tenant, status) index), so the correlated parts below run on
+    # the few rows that can be in the inbox, never on the tenant's whole history of superseded
+    # versions (2.6 s for the overview of a 100k-summary tenant before).
+    base = Summary.objects.filter(
+        tenant_id=tenant_id, purged_by__isnull=True, status__in=[S.VALIDATED, *INBOX_OTHER_STATUSES]
+    )
     awaiting = lifecycle.awaiting_approval(tenant_id).values("pk")
     return base.annotate(latest_passed=latest_passed).filter(
-        Q(pk__in=awaiting)
+        Q(status=S.VALIDATED, pk__in=awaiting)
         | Q(status__in=[S.CANDIDATE, S.QUARANTINED])
         | Q(status=S.REJECTED, latest_passed=False)
     )
@@ -260,7 +269,7 @@ def inbox_counts(tenant_id: int) -> dict[str, int]:
     awaiting = lifecycle.awaiting_approval(tenant_id).values("pk")
     return inbox_queryset(tenant_id).aggregate(
         total=Count("pk"),
-        awaiting_approval=Count("pk", filter=Q(pk__in=awaiting)),
+        awaiting_approval=Count("pk", filter=Q(status=S.VALIDATED, pk__in=awaiting)),
         candidates=Count("pk", filter=Q(status=S.CANDIDATE)),
         failed_checks=Count("pk", filter=Q(status=S.REJECTED)),
         quarantined=Count("pk", filter=Q(status=S.QUARANTINED)),

@@ -1,5 +1,5 @@
-"""Scale: a deployment-sized tenant (COPY), then hot paths at 1k- vs 1M-event histories, pages on
-the big dataset vs an empty one, and CAS activations with 8 clients — all in one run."""
+"""Scale: a deployment-sized tenant (COPY), then hot paths at 1k- vs 1M-event histories and pages
+on the big dataset vs an empty one — all in one run. (CAS activations: ``bench activation``.)"""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+from django.conf import settings
 from django.core.management import call_command
 from django.db import connection
 from django.test import Client
@@ -131,21 +132,6 @@ def pages(
     return results
 
 
-def activations(log: Log) -> dict[str, Any]:
-    out = io.StringIO()
-    call_command("bench_activation", clients=8, seconds=10, stdout=out)
-    rows = {}
-    for line in out.getvalue().splitlines():
-        parts = line.strip().rsplit(None, 1)
-        if len(parts) == 2 and line.startswith("  "):
-            rows[parts[0].strip()] = parts[1]
-    log(
-        f"  activations: {rows.get('applied activations/s')} applied/s, {rows.get('attempts/s')} attempts/s, "
-        f"lost updates {rows.get('lost updates')}"
-    )
-    return rows
-
-
 def run(
     *, workflows: int = 10_000, big_events: int = 1_000_000, rounds: int = 60, log: Log = print
 ) -> dict[str, Any]:
@@ -178,14 +164,20 @@ def run(
     )
     log("pages (in-process render):")
     page_results = pages(tenant, empty, big, empty_wf, max(10, rounds // 4), log, small_wf=small)
-    log("CAS activations, 8 clients:")
-    acts = activations(log)
     targets = {
         "hot_path_ratio_max": 1.3,
         "page_ratio_max": 3.0,
         "context_vs_trivial_max": 2.0,
     }
-    misses = [k for k, v in hot.items() if isinstance(v, dict) and v["ratio"] > targets["hot_path_ratio_max"]]
+    # The pathological pattern's promise is a time bound (the search budget), not flatness.
+    bounded = {"investigation_regex_pathological"}
+    budget_ms = 1000 * settings.MEMORYHUB_REGEX_SEARCH_SECONDS
+    misses = [
+        k
+        for k, v in hot.items()
+        if isinstance(v, dict) and k not in bounded and v["ratio"] > targets["hot_path_ratio_max"]
+    ]
+    misses += [k for k in bounded if hot[k]["p50_ms_1M"] > 2 * budget_ms]  # budget + the request around it
     misses += [k for k, v in page_results.items() if v["ratio"] > targets["page_ratio_max"]]
     misses += [f"{k} queries" for k, v in page_results.items() if not v["queries_constant"]]
     return {
@@ -193,7 +185,6 @@ def run(
         "hot_paths": hot,
         "partitioned_vs_plain": layouts,
         "pages": page_results,
-        "activations": acts,
         "targets": targets,
         "misses": misses,
     }

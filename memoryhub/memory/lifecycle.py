@@ -343,8 +343,9 @@ class _Locked:
 def _lock(summary: Summary) -> _Locked:
     """Lock the workflow row, then read everything else fresh (all status changes happen under this lock).
 
-    Two statements, sent together (``run_together``). The lock joins only the tenant: on PostgreSQL a ``SELECT … FOR UPDATE`` that
-    waited for another transaction re-checks only the locked row, so a joined summary would be
+    Two statements, sent together (``run_together``). The lock joins only the tenant: on
+    PostgreSQL a ``SELECT … FOR UPDATE`` that waited for another transaction re-checks only the
+    locked row, so a joined summary would be
     the version of *before* the wait (a stale status that then trips
     ``memoryhub_summary_one_active``). The target and the active summary, with what the
     activation rules ask of them, are read by the second statement, after the lock.

@@ -485,3 +485,38 @@ def test_verify_reports_pending_entries_and_the_oldest_age(tenant, carol):
     released = verify_chain(tenant)  # the chain is free again: verify sequences the three
     assert (released["ok"], released["pending"], released["pending_oldest_age_s"]) == (True, 0, None)
     assert released["sequenced_now"] == 3 and released["entries"] == len(chain_seqs(tenant))
+
+
+def _forked_writer(tenant_id: int, queue) -> None:  # pragma: no cover - child
+    """A forked process (a Celery prefork child, a gunicorn --preload worker) writing audited
+    changes: its sequencer starts empty, with a lock and a thread of its own."""
+    from memoryhub.models import Tenant
+
+    try:
+        tenant = Tenant.objects.get(pk=tenant_id)
+        audited_write(tenant, "from-the-child")
+        log.background.shutdown()  # what worker_process_shutdown does (the child skips atexit)
+        queue.put(AuditEntry.objects.get(object_id="from-the-child").seq)
+    except BaseException as exc:
+        queue.put(repr(exc))
+    finally:
+        connection.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_forked_child_sequences_with_its_own_thread_even_if_the_parent_held_the_lock(tenant, settings):
+    settings.MEMORYHUB_AUDIT_SEQUENCER = "background"
+    audited_write(tenant, "from-the-parent")  # the parent's sequencer thread is running
+    connections.close_all()  # the child opens its own connection
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    with log.background._lock:  # held at the fork, as another thread of the parent might
+        child = ctx.Process(target=_forked_writer, args=(tenant.pk, queue))
+        child.start()
+    seq = queue.get(timeout=60)
+    child.join(30)
+    assert isinstance(seq, int), seq  # sequenced by the child's own sequencer, no deadlock
+    log.background.drain()
+    assert not pending_entries(tenant).exists()
+    assert verify_chain(tenant)["ok"] is True
