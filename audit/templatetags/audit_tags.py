@@ -38,9 +38,13 @@ def when(value) -> str:
 
 @register.inclusion_tag("audit/partials/nav_review.html", takes_context=True)
 def review_nav(context):
-    """Nav items with counts: the review inbox, and firing alerts (two small queries per page)."""
+    """Nav items with counts: the review inbox, and firing alerts (two small queries per page; a
+    page that counted the inbox already, the overview, hands its total over as ``inbox_total``)."""
 
     tenant = context.get("current_tenant")
     if tenant is None:
         return {"tenant": None}
-    return {"tenant": tenant, "inbox": inbox_count(tenant.pk), "firing": firing_rules(tenant).count()}
+    inbox = context.get("inbox_total")
+    if inbox is None:
+        inbox = inbox_count(tenant.pk)
+    return {"tenant": tenant, "inbox": inbox, "firing": firing_rules(tenant).count()}

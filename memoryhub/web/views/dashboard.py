@@ -61,6 +61,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     budget = safe_budget(tenant)
     series = overview_series(tenant, window, now)
     ctx.update(vars(overview_numbers(tenant, window, now, budget, series)))
+    ctx["inbox_total"] = ctx["review"]["total"]  # the nav's badge: counted once per page
     ctx["charts"] = overview_figures(overview_charts(tenant, window, now, series), window, now, budget)
     ctx["firing"] = firing(tenant, now)
     ctx["needs_plotly"] = True
