@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import json
 import platform
+import subprocess
 import time
 from pathlib import Path
 
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from memoryhub.bench import ingest, partitions, scale
@@ -50,10 +53,6 @@ def _activation(opts, log):
     """Both of ``bench_activation``'s measurements in one go: 1 vs N client processes racing on
     64 workflows, then the cost per activation of this tree beside the baseline revision (the
     tree before the write-path work), each in its own process, phases alternating."""
-    import io
-
-    from django.core.management import call_command
-
     from memoryhub.management.commands.bench_activation import Command as BenchActivation
 
     out = io.StringIO()
@@ -71,8 +70,6 @@ def _activation(opts, log):
 
 
 def _git_has(revision: str) -> bool:
-    import subprocess
-
     probe = subprocess.run(
         ["git", "-C", str(settings.BASE_DIR), "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
         capture_output=True,

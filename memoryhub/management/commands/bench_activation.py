@@ -83,13 +83,17 @@ def _client_loop(
     except Exception as exc:  # reported, and fails the run
         errors.append(f"client {c}: {type(exc).__name__}: {exc}")
     finally:
-        background_sequencer.shutdown()  # a forked client leaves through os._exit, past atexit
         connection.close()
     return {"counts": local, "applied": local_applied, "latencies": local_lat, "errors": errors}
 
 
 def _process_main(c, seed, seconds, flows, pool, barrier, queue) -> None:  # pragma: no cover - child
-    queue.put(_client_loop(c, seed, seconds, flows, pool, barrier.wait))
+    result = _client_loop(c, seed, seconds, flows, pool, barrier.wait)
+    # Its audit entries sequenced before it leaves: a forked child exits through os._exit, past
+    # atexit. (Thread clients share the parent's sequencer, which drains at the parent's exit.)
+    background_sequencer.shutdown()
+    connection.close()
+    queue.put(result)
 
 
 def _run_processes(
