@@ -31,7 +31,7 @@ from audit.sequencer import BackgroundSequencer
 from memoryhub.core.actors import Actor
 from memoryhub.core.canonical import hash_value
 from memoryhub.core.redaction import redact
-from memoryhub.core.rows import insert_rows
+from memoryhub.core.rows import insert_rows_sql, run_together, set_ids
 from memoryhub.models import Tenant, Workflow
 
 GENESIS_HASH = "sha256:" + "0" * 64
@@ -119,12 +119,26 @@ def attach_payload(entry: AuditEntry, payload: Payload, text: dict[str, Any]) ->
 def insert_pending(entries: list[AuditEntry]) -> None:
     """Insert pending entries (their payloads already written) in one statement, inside the
     caller's transaction; they are sequenced after it commits."""
-    connection = transaction.get_connection()
-    if not connection.in_atomic_block:
+    statement = pending_insert_sql(entries)
+    if not entries:
+        return
+    pending_inserted(entries, run_together([statement])[0])
+
+
+def pending_insert_sql(entries: list[AuditEntry]) -> tuple[str, list[Any]]:
+    """The INSERT of ``insert_pending``, for a caller that sends it with other statements
+    (``run_together``) and then calls ``pending_inserted`` with its rows."""
+    if not transaction.get_connection().in_atomic_block:
         raise RuntimeError(
             "audit.log.record() must be called inside the transaction of the change it records"
         )
-    insert_rows(AuditEntry, entries)
+    return insert_rows_sql(AuditEntry, entries) if entries else ("", [])
+
+
+def pending_inserted(entries: list[AuditEntry], ids: list[Any]) -> None:
+    """The entries are in (``ids``: their INSERT's rows): sequence them once the transaction commits."""
+    set_ids(entries, ids)
+    connection = transaction.get_connection()
     tenants = sorted({entry.tenant_id for entry in entries})
     if any(getattr(block, "_from_testcase", False) for block in connection.atomic_blocks):
         # Inside Django's TestCase transaction (the test suite's ``db`` fixture) nothing ever

@@ -21,7 +21,9 @@ class Payload(models.Model):
     ``body`` and sets ``purged_by``/``purged_at`` — the digest stays, so chains over it still verify.
     """
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="+")
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.PROTECT, related_name="+", db_index=False
+    )  # (tenant, created_at)
     workflow = models.ForeignKey(Workflow, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     digest = models.CharField(max_length=71)
     body = models.JSONField(default=dict, blank=True)
@@ -50,7 +52,8 @@ class AuditEntry(models.Model):
     sequenced_at, once — the only UPDATE the triggers allow.
     """
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="audit_entries")
+    # No single-column index: the unique (tenant, seq) leads with it.
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="audit_entries", db_index=False)
     seq = models.PositiveBigIntegerField(null=True, blank=True)  # NULL while pending
     at = models.DateTimeField()
     actor = models.CharField(max_length=200)

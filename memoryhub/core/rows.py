@@ -4,6 +4,8 @@
   and database vendor.
 * ``run_together``: several statements in one round trip.
 * ``PreparedStatement``: planned once per PostgreSQL session instead of on every call.
+* ``reserve_ids_sql`` / ``ReservedIds``: ids drawn ahead from a table's sequence (PostgreSQL), so
+  rows that reference each other can be inserted together in one round trip.
 
 ``insert_rows`` does what ``bulk_create`` does for models without database defaults or generated fields, minus
 compiling the query on every call: on the hot write paths (an activation writes its payloads,
@@ -21,15 +23,16 @@ from django.db import connection
 from django.db.models import Model
 from psycopg import ClientCursor
 
-_statements: dict[tuple[str, type[Model], int], tuple[str, list[Any]]] = {}
+_statements: dict[tuple[str, type[Model], int, bool], tuple[str, list[Any]]] = {}
 
 
-def _statement(model: type[Model], rows: int) -> tuple[str, list[Any]]:
-    """(INSERT of ``rows`` rows of ``model`` returning their ids, the fields in column order)."""
-    key = (connection.vendor, model, rows)
+def _statement(model: type[Model], rows: int, with_ids: bool) -> tuple[str, list[Any]]:
+    """(INSERT of ``rows`` rows of ``model`` returning their ids, the fields in column order);
+    ``with_ids``: the ids are given (reserved), not left to the database."""
+    key = (connection.vendor, model, rows, with_ids)
     if key not in _statements:
         qn = connection.ops.quote_name
-        fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+        fields = [f for f in model._meta.concrete_fields if with_ids or not f.primary_key]
         row = "(" + ", ".join(["%s"] * len(fields)) + ")"
         pk = model._meta.pk
         assert pk is not None
@@ -49,8 +52,12 @@ def insert_rows(model: type[Model], objs: list[Any]) -> None:
 
 
 def insert_rows_sql(model: type[Model], objs: list[Any]) -> tuple[str, list[Any]]:
-    """The statement and parameters ``insert_rows`` runs, for ``run_together``."""
-    sql, fields = _statement(model, len(objs))
+    """The statement and parameters ``insert_rows`` runs, for ``run_together``. Objects that
+    already have their ids (``ReservedIds``) are inserted with them (all or none of ``objs``)."""
+    with_ids = objs[0].pk is not None
+    if any((obj.pk is not None) != with_ids for obj in objs):
+        raise ValueError("insert_rows_sql: either every object has its id or none has")
+    sql, fields = _statement(model, len(objs), with_ids)
     return sql, [f.get_db_prep_save(f.pre_save(obj, True), connection) for obj in objs for f in fields]
 
 
@@ -116,3 +123,39 @@ class PreparedStatement:
                 cursor.execute(f"PREPARE {self.name} AS {self.definition}")
             self._sessions.add(session)
         return f"EXECUTE {self.name} ({', '.join(['%s'] * self.arity)})", params
+
+
+def reserve_ids_sql(model: type[Model], count: int) -> tuple[str, list[Any]] | None:
+    """A statement drawing ``count`` ids from ``model``'s id sequence, for ``run_together`` (its
+    rows feed ``ReservedIds``), or None where ids cannot be drawn ahead (SQLite). An id drawn and
+    not used is a gap in the sequence, which nothing reads as meaningful."""
+    if connection.vendor != "postgresql" or count < 1:
+        return None
+    pk = model._meta.pk
+    assert pk is not None
+    return (
+        "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+        [model._meta.db_table, pk.column, count],
+    )
+
+
+class ReservedIds:
+    """Ids drawn ahead (``reserve_ids_sql``) per model, handed out all or nothing (``give``)."""
+
+    def __init__(self, drawn: dict[type[Model], list[Any]]) -> None:
+        self._ids = {model: [row[0] for row in rows] for model, rows in drawn.items()}
+
+    def give(self, *groups: list[Any]) -> bool:
+        """Give every unsaved object of ``groups`` (each a list of one model's objects) the next
+        id of its model and return True; or, when the ids left do not cover them all, give none
+        and return False (the caller lets the database number them)."""
+        wanted: dict[type[Model], int] = {}
+        for objs in groups:
+            for obj in objs:
+                wanted[type(obj)] = wanted.get(type(obj), 0) + 1
+        if any(len(self._ids.get(model, ())) < n for model, n in wanted.items()):
+            return False
+        for objs in groups:
+            for obj in objs:
+                obj.pk = self._ids[type(obj)].pop(0)
+        return True

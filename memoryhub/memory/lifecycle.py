@@ -38,7 +38,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from audit.log import attach_payload, insert_pending, pending_entry
+from audit.log import attach_payload, insert_pending, pending_entry, pending_insert_sql, pending_inserted
 from audit.models import AuditEntry, Payload, Purge
 from audit.payloads import payload_digest
 from memoryhub.core.actors import Actor
@@ -46,7 +46,15 @@ from memoryhub.core.checks import waivable
 from memoryhub.core.errors import Conflict, DomainError, Forbidden, InvalidInput
 from memoryhub.core.opaque import OPAQUE_SCHEMA, OPAQUE_VALIDATOR_VERSION, opaque_checks
 from memoryhub.core.quality import merged_quality
-from memoryhub.core.rows import PreparedStatement, insert_rows, insert_rows_sql, run_together, set_ids
+from memoryhub.core.rows import (
+    PreparedStatement,
+    ReservedIds,
+    insert_rows,
+    insert_rows_sql,
+    reserve_ids_sql,
+    run_together,
+    set_ids,
+)
 from memoryhub.memory.events import tokens_through
 from memoryhub.memory.sources import source_events
 from memoryhub.memory.validation import (
@@ -333,6 +341,7 @@ class _Locked:
     covered_tokens: int  # tokens of events 1..target.covers_to_seq
     needs_approval: bool  # approval_required(wf)
     approved: bool  # is_approved(target)
+    ids: ReservedIds | None = None  # drawn with the lock for what the action appends (``_append``)
 
     @property
     def prior(self) -> Summary | None:
@@ -340,10 +349,17 @@ class _Locked:
         return cast(Summary, self.wf.active_summary) if self.wf.active_summary_id else None
 
 
-def _lock(summary: Summary) -> _Locked:
+# What a compare-and-swap appends at most: the supersede's and the activation's events, and a
+# payload for each one's reason and for its audit entry's text (which usually shares the reason's).
+SWAP_IDS = {LifecycleEvent: 2, Payload: 4}
+
+
+def _lock(summary: Summary, reserve: dict[type[Any], int] | None = None) -> _Locked:
     """Lock the workflow row, then read everything else fresh (all status changes happen under this lock).
 
-    Two statements, sent together (``run_together``). The lock joins only the tenant: on
+    Two statements, sent together (``run_together``), plus, on PostgreSQL, the ``reserve``d ids
+    drawn after the lock: with them ``_append`` sends its rows, which reference each other, in one
+    round trip. The lock joins only the tenant: on
     PostgreSQL a ``SELECT … FOR UPDATE`` that waited for another transaction re-checks only the
     locked row, so a joined summary would be
     the version of *before* the wait (a stale status that then trips
@@ -361,7 +377,11 @@ def _lock(summary: Summary) -> _Locked:
         summary.pk,
         wf_id,
     ]
-    rows, summaries = run_together([sql.lock.statement([wf_id]), sql.read.statement(read)])
+    draws = [(model, reserve_ids_sql(model, n)) for model, n in (reserve or {}).items()]
+    drawn = [(model, statement) for model, statement in draws if statement is not None]
+    rows, summaries, *ids = run_together(
+        [sql.lock.statement([wf_id]), sql.read.statement(read), *(statement for _, statement in drawn)]
+    )
     if not rows:
         raise Workflow.DoesNotExist("Workflow matching query does not exist.")
     wf = sql.workflow.instance(rows[0])
@@ -374,7 +394,10 @@ def _lock(summary: Summary) -> _Locked:
     target = sql.summary.instance(found[summary.pk])
     target.workflow = wf
     covered, approved, needs_approval = found[summary.pk][sql.summary.width :]
-    return _Locked(wf, target, int(covered or 0), bool(needs_approval), bool(approved))
+    reserved = (
+        ReservedIds({model: rows for (model, _), rows in zip(drawn, ids, strict=True)}) if drawn else None
+    )
+    return _Locked(wf, target, int(covered or 0), bool(needs_approval), bool(approved), reserved)
 
 
 def _run(summary: Summary, body: Callable[[Workflow, Summary], T]) -> T:
@@ -382,11 +405,14 @@ def _run(summary: Summary, body: Callable[[Workflow, Summary], T]) -> T:
     return _run_locked(summary, lambda locked: body(locked.wf, locked.target))
 
 
-def _run_locked(summary: Summary, body: Callable[[_Locked], T]) -> T:
-    """Run ``body`` under the workflow lock; a refusal commits its row, then raises."""
+def _run_locked(
+    summary: Summary, body: Callable[[_Locked], T], reserve: dict[type[Any], int] | None = None
+) -> T:
+    """Run ``body`` under the workflow lock (``reserve``: see ``_lock``); a refusal commits its
+    row, then raises."""
     refusal: DomainError | None = None
     with transaction.atomic():
-        locked = _lock(summary)
+        locked = _lock(summary, reserve)
         try:
             result = body(locked)
         except _Refused as refused:
@@ -443,11 +469,16 @@ def _entry(
 
 
 def _append(
-    wf: Workflow, actor: Actor, *entries: _Entry, changes: Iterable[_Statement] = ()
+    wf: Workflow,
+    actor: Actor,
+    *entries: _Entry,
+    changes: Iterable[_Statement] = (),
+    ids: ReservedIds | None = None,
 ) -> list[LifecycleEvent]:
-    """Write the LifecycleEvents and an AuditEntry for each, in three round trips (caller is
-    inside the transaction): the text payloads, the events, the entries. An entry whose text is
-    its event's (the reason) shares the event's payload row: one copy of the words, one digest.
+    """Write the LifecycleEvents and an AuditEntry for each (caller is inside the transaction):
+    the text payloads, the events, the entries; in one round trip when ``ids`` (reserved with the
+    lock) cover the payloads and events, else in three. An entry whose text is its event's (the
+    reason) shares the event's payload row: one copy of the words, one digest.
 
     ``changes`` are the statements of the change being recorded (a pointer move, status changes),
     sent ahead of the payloads in their round trip; each must change exactly one row, or the
@@ -493,29 +524,57 @@ def _append(
             attach_payload(audit_entry, payload, text)
         audit.append(audit_entry)
     changes = list(changes)
-    statements = [*changes, insert_rows_sql(Payload, payloads)] if payloads else changes
+    # With reserved ids every row's references are known now: the events and the audit entries
+    # travel in the same round trip as the change and the payloads.
+    together = ids is not None and ids.give(payloads, events)
+    statements = [*changes, insert_rows_sql(Payload, payloads)] if payloads else list(changes)
+    if together:
+        _link_payloads(events)
+        _link_entries(audit, events)
+        statements += [insert_rows_sql(LifecycleEvent, events), pending_insert_sql(audit)]
     results = run_together(statements) if statements else []
     for (sql, _), changed in zip(changes, results, strict=False):
         if changed != 1:  # the workflow lock makes this unreachable; never record what did not happen
             raise RuntimeError(f"expected one row changed, got {changed}: {sql[:80]}")
     if payloads:  # first: the events and entries reference them
-        set_ids(payloads, results[-1])
-    for event in events:
-        if event.payload is not None:
-            event.payload, event.payload_digest = event.payload, event.payload.digest  # sets payload_id
-    insert_rows(LifecycleEvent, events)
-    for audit_entry, event in zip(audit, events, strict=True):
-        audit_entry.payload = audit_entry.payload  # sets payload_id, now that the payload has one
-        audit_entry.chained_data["lifecycle_event"] = event.pk  # an id: always chained
-    insert_pending(audit)
+        set_ids(payloads, results[len(changes)])
+    if together:
+        set_ids(events, results[-2])
+        pending_inserted(audit, results[-1])
+    else:
+        _link_payloads(events)
+        insert_rows(LifecycleEvent, events)
+        _link_entries(audit, events)
+        insert_pending(audit)
     return events
 
 
+def _link_payloads(events: list[LifecycleEvent]) -> None:
+    """Point the events at their payloads (whose ids are known: inserted or reserved)."""
+    for event in events:
+        if event.payload is not None:
+            event.payload, event.payload_digest = event.payload, event.payload.digest  # sets payload_id
+
+
+def _link_entries(audit: list[AuditEntry], events: list[LifecycleEvent]) -> None:
+    """Point each audit entry at its payload and its event (ids known: inserted or reserved)."""
+    for audit_entry, event in zip(audit, events, strict=True):
+        audit_entry.payload = audit_entry.payload  # sets payload_id, now that the payload has one
+        audit_entry.chained_data["lifecycle_event"] = event.pk  # an id: always chained
+
+
 def _log(
-    wf: Workflow, summary: Summary, action: str, result: str, actor: Actor, **fields: Any
+    wf: Workflow,
+    summary: Summary,
+    action: str,
+    result: str,
+    actor: Actor,
+    ids: ReservedIds | None = None,
+    **fields: Any,
 ) -> LifecycleEvent:
-    """Append one LifecycleEvent and its AuditEntry (``_entry`` names the fields)."""
-    return _append(wf, actor, _entry(wf, summary, action, result, actor, **fields))[0]
+    """Append one LifecycleEvent and its AuditEntry (``_entry`` names the fields; ``ids``: see
+    ``_append``)."""
+    return _append(wf, actor, _entry(wf, summary, action, result, actor, **fields), ids=ids)[0]
 
 
 def _refuse(
@@ -767,7 +826,7 @@ def approve_and_activate(
         # The approve just written is the newest applied event of s (the lock is held): approved.
         return _swap_locked(replace(locked, approved=True), revision, actor, action=action, reason=reason)
 
-    result = _run_locked(summary, body)
+    result = _run_locked(summary, body, reserve=SWAP_IDS)
     if result.outcome == LifecycleResult.REFUSED:
         result = replace(
             result,
@@ -932,6 +991,7 @@ def _stale(
         action,
         LifecycleResult.STALE,
         actor,
+        locked.ids,
         from_status=s.status,
         to_status=s.status,
         reason=reason,
@@ -1014,6 +1074,7 @@ def _swap_refused(
         action,
         LifecycleResult.REFUSED,
         actor,
+        locked.ids,
         from_status=s.status,
         to_status=s.status,
         reason=reason or detail,
@@ -1082,7 +1143,7 @@ def _swap_record(
             data={"active_revision": wf.active_revision, "superseded": prior.summary_id if prior else None},
         )
     )
-    return _append(wf, actor, *entries, changes=changes)[-1]
+    return _append(wf, actor, *entries, changes=changes, ids=locked.ids)[-1]
 
 
 def _swap(
@@ -1090,7 +1151,9 @@ def _swap(
 ) -> ActivationResult:
     """Shared CAS path of activate and rollback."""
     return _run_locked(
-        summary, lambda locked: _swap_locked(locked, expected_revision, actor, action=action, reason=reason)
+        summary,
+        lambda locked: _swap_locked(locked, expected_revision, actor, action=action, reason=reason),
+        reserve=SWAP_IDS,
     )
 
 

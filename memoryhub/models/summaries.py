@@ -32,8 +32,10 @@ class Summary(models.Model):
 
     # 1. identity
     summary_id = models.CharField(max_length=40, unique=True)
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="summaries")
-    workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="summaries")
+    # No single-column indexes: (tenant, status, created_at) and (workflow, version) lead with
+    # them, and every status change of an activation would write to them too.
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="summaries", db_index=False)
+    workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="summaries", db_index=False)
     version = models.PositiveIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
     job = models.ForeignKey(
@@ -215,8 +217,11 @@ class LifecycleEvent(PurgeablePayloadMixin, models.Model):
     ``reason`` reads and writes like a plain string; its text lives in the purgeable payload.
     """
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
-    workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="lifecycle_events")
+    # No single-column indexes: (tenant, result, at) and (workflow, at) lead with them.
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
+    workflow = models.ForeignKey(
+        Workflow, on_delete=models.PROTECT, related_name="lifecycle_events", db_index=False
+    )
     summary = models.ForeignKey(Summary, on_delete=models.PROTECT, related_name="lifecycle_events")
     action = models.CharField(max_length=12, choices=LifecycleAction.choices)
     from_status = models.CharField(max_length=12, blank=True)

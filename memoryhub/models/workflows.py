@@ -29,7 +29,9 @@ class Workflow(models.Model):
     compare-and-swap key of the active-summary pointer.
     """
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="workflows")
+    # No single-column index: (tenant, external_id) leads with it, and each pointer move would
+    # write to it too.
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="workflows", db_index=False)
     external_id = models.CharField(max_length=200, help_text="The agent framework's thread id.")
     name = models.CharField(max_length=200, blank=True)
     graph_release = models.CharField(max_length=100, blank=True)

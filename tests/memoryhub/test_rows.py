@@ -8,7 +8,7 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from audit.models import Payload
-from memoryhub.core.rows import PreparedStatement, insert_rows, run_together
+from memoryhub.core.rows import PreparedStatement, ReservedIds, insert_rows, reserve_ids_sql, run_together
 from memoryhub.models import Workflow
 from tests.factories import build_workflow
 
@@ -90,3 +90,34 @@ def test_a_prepared_statement_is_planned_once_per_session(tenant, settings):
 def test_placeholders_become_numbered_parameters_in_order():
     statement = PreparedStatement("x", "SELECT %s, %s WHERE a = %s")
     assert statement.definition == "SELECT $1, $2 WHERE a = $3" and statement.arity == 3
+
+
+@pytest.mark.postgres
+def test_reserved_ids_are_the_ids_the_rows_get_and_the_sequence_moves_past_them(tenant):
+    (drawn,) = run_together([reserve_ids_sql(Payload, 3)])
+    reserved = ReservedIds({Payload: drawn})
+    rows = _payloads(tenant, "one", "two")
+    assert reserved.give(rows)
+    assert [row.pk for row in rows] == [drawn[0][0], drawn[1][0]]
+    insert_rows(Payload, rows)
+    assert [row.pk for row in rows] == [drawn[0][0], drawn[1][0]]  # inserted with them
+    assert Payload.objects.get(pk=rows[1].pk).body == {"reason": "two"}
+    # One id is left: two more rows get none (all or nothing), and the database numbers them
+    # past every id drawn.
+    more = _payloads(tenant, "three", "four")
+    assert not reserved.give(more) and all(row.pk is None for row in more)
+    insert_rows(Payload, more)
+    assert min(row.pk for row in more) > drawn[-1][0]
+
+
+def test_ids_cannot_be_drawn_ahead_on_sqlite():
+    if connection.vendor == "postgresql":
+        pytest.skip("the SQLite answer")
+    assert reserve_ids_sql(Payload, 2) is None
+
+
+def test_rows_with_and_without_ids_do_not_mix(tenant):
+    rows = _payloads(tenant, "one", "two")
+    rows[0].pk = 10**9
+    with pytest.raises(ValueError, match="every object has its id or none"):
+        insert_rows(Payload, rows)
