@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from django.db import models, transaction
+from django.db import connection, models, transaction
 from django.utils import timezone
 
 from audit.models import TEXT_KEYS, AuditChainHead, AuditEntry, Payload
@@ -31,7 +31,7 @@ from audit.sequencer import BackgroundSequencer
 from memoryhub.core.actors import Actor
 from memoryhub.core.canonical import hash_value
 from memoryhub.core.redaction import redact
-from memoryhub.core.rows import insert_rows_sql, run_together, set_ids
+from memoryhub.core.rows import ModelColumns, insert_rows_sql, run_together, set_ids
 from memoryhub.models import Tenant, Workflow
 
 GENESIS_HASH = "sha256:" + "0" * 64
@@ -168,14 +168,19 @@ def sequence_pending(tenant: Tenant | int, batch: int = BATCH) -> int:
     """
     tenant_id = tenant if isinstance(tenant, int) else tenant.pk
     done = idle = 0
-    # The queue is re-read after every batch, i.e. after the chain is released.
-    while idle < 3 and pending_entries(tenant_id).exists():
+    while idle < 3:
         claimed = _sequence_batch(tenant_id, batch)
         if claimed is None:
             break  # another sequencer holds the chain: it re-reads the queue after letting go
         done += claimed
-        # Pending but nothing claimed: committed after the claim (next round takes them), or rows
-        # someone else keeps locked (left to the beat sweep after a few rounds).
+        if claimed == batch:
+            idle = 0
+            continue  # a full batch: more may be waiting
+        # The chain is released: re-read the queue (what committed meanwhile is ours to take).
+        if not _has_pending(tenant_id):
+            break
+        # Pending but not claimed: committed after the claim (the next round takes them), or
+        # rows someone else keeps locked (left to the beat sweep after a few rounds).
         idle = 0 if claimed else idle + 1
     return done
 
@@ -198,56 +203,84 @@ def pending_summary(tenant: Tenant | int) -> tuple[int, datetime | None]:
     return rows["n"], rows["oldest"]
 
 
+class _SequencerSQL:
+    """The sequencer's statements, built once per database vendor. SQL on purpose (like the
+    lifecycle's lock): a pass follows nearly every audited commit, and compiling the equivalent
+    querysets cost the writer's process more CPU than the database spent running them."""
+
+    def __init__(self) -> None:
+        qn = connection.ops.quote_name
+        entries, head = qn(AuditEntry._meta.db_table), qn(AuditChainHead._meta.db_table)
+        # SQLite has no row locks and ignores this: it serialises writers by itself, and the
+        # unique seq plus the set-once trigger refuse a second sequencing of an entry.
+        skip = " FOR UPDATE SKIP LOCKED" if connection.features.has_select_for_update_skip_locked else ""
+        self.entry = ModelColumns(AuditEntry, "e")
+        self.head = f"SELECT {qn('seq')}, {qn('entry_hash')} FROM {head} WHERE {qn('tenant_id')} = %s{skip}"
+        self.claim = (
+            f"SELECT {self.entry.sql} FROM {entries} e WHERE e.{qn('tenant_id')} = %s AND e.{qn('seq')} IS NULL "
+            f"ORDER BY e.{qn('id')} LIMIT %s{skip}"
+        )
+        self.pending = f"SELECT 1 FROM {entries} WHERE {qn('tenant_id')} = %s AND {qn('seq')} IS NULL LIMIT 1"
+        self.move_head = (
+            f"UPDATE {head} SET {qn('seq')} = %s, {qn('entry_hash')} = %s WHERE {qn('tenant_id')} = %s"
+        )
+        # One UPDATE for the whole batch: its rows as VALUES (both databases name their columns
+        # column1…; the casts type the ids where parameters travel untyped).
+        self.store = (
+            f"UPDATE {entries} SET {qn('seq')} = v.column2, {qn('prev_hash')} = v.column3, "
+            f"{qn('entry_hash')} = v.column4, {qn('sequenced_at')} = %s FROM (VALUES {{rows}}) AS v "
+            f"WHERE {entries}.{qn('id')} = v.column1"
+        )
+        self.store_row = "(CAST(%s AS BIGINT), CAST(%s AS BIGINT), %s, %s)"
+
+
+_sequencer_sql: dict[str, _SequencerSQL] = {}
+
+
+def _sql() -> _SequencerSQL:
+    built = _sequencer_sql.get(connection.vendor)
+    if built is None:
+        built = _sequencer_sql[connection.vendor] = _SequencerSQL()
+    return built
+
+
+def _has_pending(tenant_id: int) -> bool:
+    (rows,) = run_together([(_sql().pending, [tenant_id])])
+    return bool(rows)
+
+
 def _sequence_batch(tenant_id: int, batch: int) -> int | None:
     """One sequencer transaction: up to ``batch`` pending entries appended to the chain, or None
-    when another sequencer holds the chain head."""
+    when another sequencer holds the chain head. Two round trips: the head's lock with the
+    claim of the oldest pending entries (``SKIP LOCKED``), then their seq/hashes with the head's move."""
+    sql = _sql()
     with transaction.atomic():
-        head = _lock_head(tenant_id)
-        if head is None:
-            return None
-        claimed = list(
-            AuditEntry._base_manager.select_for_update(skip_locked=True)
-            .filter(tenant_id=tenant_id, seq__isnull=True)
-            .order_by("id")[:batch]
-        )
-        if not claimed:
+        heads, rows = run_together([(sql.head, [tenant_id]), (sql.claim, [tenant_id, batch])])
+        if not heads:
+            if AuditChainHead.objects.filter(tenant_id=tenant_id).exists():
+                return None  # another sequencer holds it (the claimed rows go back at once)
+            AuditChainHead.objects.get_or_create(
+                tenant_id=tenant_id, defaults={"seq": 0, "entry_hash": GENESIS_HASH}
+            )
+            heads, rows = run_together([(sql.head, [tenant_id]), (sql.claim, [tenant_id, batch])])
+            if not heads:
+                return None
+        if not rows:
             return 0
-        seq, prev_hash, now = head.seq, head.entry_hash, timezone.now()
+        seq, prev_hash = heads[0]
+        now = timezone.now()
+        claimed = [sql.entry.instance(row) for row in rows]
+        values: list[Any] = []
         for entry in claimed:
             seq += 1
             entry.seq, entry.prev_hash, entry.sequenced_at = seq, prev_hash, now
-            entry.entry_hash = prev_hash = compute_entry_hash(entry)
-        _store_sequencing(claimed, now)
-        AuditChainHead.objects.filter(pk=head.pk).update(seq=seq, entry_hash=prev_hash)
+            entry.entry_hash = compute_entry_hash(entry)
+            values += [entry.pk, seq, prev_hash, entry.entry_hash]
+            prev_hash = entry.entry_hash
+        store = sql.store.format(rows=", ".join([sql.store_row] * len(claimed)))
+        at = connection.ops.adapt_datetimefield_value(now)
+        run_together([(store, [at, *values]), (sql.move_head, [seq, prev_hash, tenant_id])])
     return len(claimed)
-
-
-def _store_sequencing(claimed: list[AuditEntry], now: datetime) -> None:
-    """One UPDATE per entry, sent as one batch (psycopg pipelines ``executemany``): cheaper than
-    ``bulk_update``'s CASE expression over the whole batch, which the ORM compiles every time."""
-    connection = transaction.get_connection()
-    qn = connection.ops.quote_name
-    columns = ", ".join(f"{qn(name)} = %s" for name in SEQUENCED_FIELDS)  # no db_column on these
-    at = connection.ops.adapt_datetimefield_value(now)
-    with connection.cursor() as cursor:
-        cursor.executemany(
-            f"UPDATE {qn(AuditEntry._meta.db_table)} SET {columns} WHERE {qn('id')} = %s",
-            [(entry.seq, entry.prev_hash, entry.entry_hash, at, entry.pk) for entry in claimed],
-        )
-
-
-def _lock_head(tenant_id: int) -> AuditChainHead | None:
-    """The tenant's chain head, locked for this transaction; None when another sequencer has it.
-    (SQLite has no row locks and ignores this: it serialises writers by itself, and the unique
-    seq plus the set-once trigger refuse a second sequencing of an entry.)"""
-    heads = AuditChainHead.objects.select_for_update(skip_locked=True).filter(tenant_id=tenant_id)
-    head = heads.first()
-    if head is None and not AuditChainHead.objects.filter(tenant_id=tenant_id).exists():
-        AuditChainHead.objects.get_or_create(
-            tenant_id=tenant_id, defaults={"seq": 0, "entry_hash": GENESIS_HASH}
-        )
-        head = heads.first()
-    return head
 
 
 def _workflow_id(obj: Any) -> int | None:

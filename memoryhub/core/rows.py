@@ -4,6 +4,7 @@
   and database vendor.
 * ``run_together``: several statements in one round trip.
 * ``PreparedStatement``: planned once per PostgreSQL session instead of on every call.
+* ``ModelColumns``: a model's columns for a hand-written SELECT, and its rows as instances.
 * ``reserve_ids_sql`` / ``ReservedIds``: ids drawn ahead from a table's sequence (PostgreSQL), so
   rows that reference each other can be inserted together in one round trip.
 
@@ -147,15 +148,44 @@ class ReservedIds:
 
     def give(self, *groups: list[Any]) -> bool:
         """Give every unsaved object of ``groups`` (each a list of one model's objects) the next
-        id of its model and return True; or, when the ids left do not cover them all, give none
-        and return False (the caller lets the database number them)."""
+        id of its model and return True; or, when the ids left do not cover them all, give none,
+        give no more ever, and return False (the caller lets the database number them)."""
         wanted: dict[type[Model], int] = {}
         for objs in groups:
             for obj in objs:
                 wanted[type(obj)] = wanted.get(type(obj), 0) + 1
         if any(len(self._ids.get(model, ())) < n for model, n in wanted.items()):
+            # From now on the database numbers the rows: an id drawn earlier must not follow them
+            # (rows appended later have higher ids, which orders a workflow's history).
+            self._ids.clear()
             return False
         for objs in groups:
             for obj in objs:
                 obj.pk = self._ids[type(obj)].pop(0)
         return True
+
+
+class ModelColumns:
+    """A model's concrete columns as ``alias.column, …`` and the converters the ORM applies to them."""
+
+    def __init__(self, model: type[Model], alias: str) -> None:
+        qn = connection.ops.quote_name
+        fields = list(model._meta.concrete_fields)
+        self.model, self.width = model, len(fields)
+        self.attnames = [f.attname for f in fields]
+        self.pk_index = self.attnames.index(model._meta.pk.attname)
+        self.sql = ", ".join(f"{alias}.{qn(f.column)}" for f in fields)
+        self.converters: list[tuple[int, Any, list[Any]]] = []
+        for index, field in enumerate(fields):
+            col = field.get_col(model._meta.db_table)
+            found = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+            if found:
+                self.converters.append((index, col, found))
+
+    def instance(self, row: Any, start: int = 0) -> Any:
+        """The instance of ``row[start : start + width]``, as a queryset builds it."""
+        values = list(row[start : start + self.width])
+        for index, col, converters in self.converters:
+            for convert in converters:
+                values[index] = convert(values[index], col, connection)
+        return self.model.from_db(connection.alias, self.attnames, values)

@@ -47,6 +47,7 @@ from memoryhub.core.errors import Conflict, DomainError, Forbidden, InvalidInput
 from memoryhub.core.opaque import OPAQUE_SCHEMA, OPAQUE_VALIDATOR_VERSION, opaque_checks
 from memoryhub.core.quality import merged_quality
 from memoryhub.core.rows import (
+    ModelColumns,
     PreparedStatement,
     ReservedIds,
     insert_rows,
@@ -212,32 +213,6 @@ def clean_revision(value: Any) -> int:
     return value
 
 
-class _Columns:
-    """A model's concrete columns as ``alias.column, …`` and the converters the ORM applies to them."""
-
-    def __init__(self, model: Any, alias: str) -> None:
-        qn = connection.ops.quote_name
-        fields = list(model._meta.concrete_fields)
-        self.model, self.width = model, len(fields)
-        self.attnames = [f.attname for f in fields]
-        self.pk_index = self.attnames.index(model._meta.pk.attname)
-        self.sql = ", ".join(f"{alias}.{qn(f.column)}" for f in fields)
-        self.converters: list[tuple[int, Any, list[Any]]] = []
-        for index, field in enumerate(fields):
-            col = field.get_col(model._meta.db_table)
-            found = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
-            if found:
-                self.converters.append((index, col, found))
-
-    def instance(self, row: Any, start: int = 0) -> Any:
-        """The instance of ``row[start : start + width]``, as a queryset builds it."""
-        values = list(row[start : start + self.width])
-        for index, col, converters in self.converters:
-            for convert in converters:
-                values[index] = convert(values[index], col, connection)
-        return self.model.from_db(connection.alias, self.attnames, values)
-
-
 class _LockSQL:
     """The statements every lifecycle action runs, built once per database vendor from the models.
 
@@ -257,7 +232,11 @@ class _LockSQL:
             return qn(model._meta.db_table)
 
         wf, sm, le, pol = Workflow, Summary, LifecycleEvent, ContextPolicy
-        self.workflow, self.tenant, self.summary = _Columns(wf, "w"), _Columns(Tenant, "t"), _Columns(sm, "s")
+        self.workflow, self.tenant, self.summary = (
+            ModelColumns(wf, "w"),
+            ModelColumns(Tenant, "t"),
+            ModelColumns(sm, "s"),
+        )
         # Only the workflow row is locked; its tenant is read along (nothing here changes it).
         lock = " FOR UPDATE OF w" if connection.features.has_select_for_update_of else ""
         lock_sql = (
@@ -341,7 +320,6 @@ class _Locked:
     covered_tokens: int  # tokens of events 1..target.covers_to_seq
     needs_approval: bool  # approval_required(wf)
     approved: bool  # is_approved(target)
-    ids: ReservedIds | None = None  # drawn with the lock for what the action appends (``_append``)
 
     @property
     def prior(self) -> Summary | None:
@@ -350,11 +328,19 @@ class _Locked:
 
 
 # What a compare-and-swap appends at most: the supersede's and the activation's events, and a
-# payload for each one's reason and for its audit entry's text (which usually shares the reason's).
+# payload for each one's reason and for its audit entry's text (which usually shares the reason's);
+# approve-and-activate adds the approve's.
 SWAP_IDS = {LifecycleEvent: 2, Payload: 4}
+APPROVE_AND_SWAP_IDS = {LifecycleEvent: 3, Payload: 6}
+
+# The ids drawn with the lock of the action running on a workflow instance (by id(wf)), for the
+# rows it appends (``_append``); set for the duration of that action only (``_run_locked``).
+_reserved: dict[int, ReservedIds] = {}
 
 
-def _lock(summary: Summary, reserve: dict[type[Any], int] | None = None) -> _Locked:
+def _lock(
+    summary: Summary, reserve: dict[type[Any], int] | None = None
+) -> tuple[_Locked, ReservedIds | None]:
     """Lock the workflow row, then read everything else fresh (all status changes happen under this lock).
 
     Two statements, sent together (``run_together``), plus, on PostgreSQL, the ``reserve``d ids
@@ -397,7 +383,7 @@ def _lock(summary: Summary, reserve: dict[type[Any], int] | None = None) -> _Loc
     reserved = (
         ReservedIds({model: rows for (model, _), rows in zip(drawn, ids, strict=True)}) if drawn else None
     )
-    return _Locked(wf, target, int(covered or 0), bool(needs_approval), bool(approved), reserved)
+    return _Locked(wf, target, int(covered or 0), bool(needs_approval), bool(approved)), reserved
 
 
 def _run(summary: Summary, body: Callable[[Workflow, Summary], T]) -> T:
@@ -412,11 +398,15 @@ def _run_locked(
     row, then raises."""
     refusal: DomainError | None = None
     with transaction.atomic():
-        locked = _lock(summary, reserve)
+        locked, reserved = _lock(summary, reserve)
+        if reserved is not None:
+            _reserved[id(locked.wf)] = reserved
         try:
             result = body(locked)
         except _Refused as refused:
             refusal = refused.error
+        finally:
+            _reserved.pop(id(locked.wf), None)
     if refusal is not None:
         raise refusal
     return result
@@ -469,15 +459,11 @@ def _entry(
 
 
 def _append(
-    wf: Workflow,
-    actor: Actor,
-    *entries: _Entry,
-    changes: Iterable[_Statement] = (),
-    ids: ReservedIds | None = None,
+    wf: Workflow, actor: Actor, *entries: _Entry, changes: Iterable[_Statement] = ()
 ) -> list[LifecycleEvent]:
     """Write the LifecycleEvents and an AuditEntry for each (caller is inside the transaction):
-    the text payloads, the events, the entries; in one round trip when ``ids`` (reserved with the
-    lock) cover the payloads and events, else in three. An entry whose text is its event's (the
+    the text payloads, the events, the entries; in one round trip when the ids drawn with the
+    lock (``_reserved``) cover the payloads and events, else in three. An entry whose text is its event's (the
     reason) shares the event's payload row: one copy of the words, one digest.
 
     ``changes`` are the statements of the change being recorded (a pointer move, status changes),
@@ -526,6 +512,7 @@ def _append(
     changes = list(changes)
     # With reserved ids every row's references are known now: the events and the audit entries
     # travel in the same round trip as the change and the payloads.
+    ids = _reserved.get(id(wf))
     together = ids is not None and ids.give(payloads, events)
     statements = [*changes, insert_rows_sql(Payload, payloads)] if payloads else list(changes)
     if together:
@@ -564,17 +551,10 @@ def _link_entries(audit: list[AuditEntry], events: list[LifecycleEvent]) -> None
 
 
 def _log(
-    wf: Workflow,
-    summary: Summary,
-    action: str,
-    result: str,
-    actor: Actor,
-    ids: ReservedIds | None = None,
-    **fields: Any,
+    wf: Workflow, summary: Summary, action: str, result: str, actor: Actor, **fields: Any
 ) -> LifecycleEvent:
-    """Append one LifecycleEvent and its AuditEntry (``_entry`` names the fields; ``ids``: see
-    ``_append``)."""
-    return _append(wf, actor, _entry(wf, summary, action, result, actor, **fields), ids=ids)[0]
+    """Append one LifecycleEvent and its AuditEntry (``_entry`` names the fields)."""
+    return _append(wf, actor, _entry(wf, summary, action, result, actor, **fields))[0]
 
 
 def _refuse(
@@ -826,7 +806,7 @@ def approve_and_activate(
         # The approve just written is the newest applied event of s (the lock is held): approved.
         return _swap_locked(replace(locked, approved=True), revision, actor, action=action, reason=reason)
 
-    result = _run_locked(summary, body, reserve=SWAP_IDS)
+    result = _run_locked(summary, body, reserve=APPROVE_AND_SWAP_IDS)
     if result.outcome == LifecycleResult.REFUSED:
         result = replace(
             result,
@@ -991,7 +971,6 @@ def _stale(
         action,
         LifecycleResult.STALE,
         actor,
-        locked.ids,
         from_status=s.status,
         to_status=s.status,
         reason=reason,
@@ -1074,7 +1053,6 @@ def _swap_refused(
         action,
         LifecycleResult.REFUSED,
         actor,
-        locked.ids,
         from_status=s.status,
         to_status=s.status,
         reason=reason or detail,
@@ -1143,7 +1121,7 @@ def _swap_record(
             data={"active_revision": wf.active_revision, "superseded": prior.summary_id if prior else None},
         )
     )
-    return _append(wf, actor, *entries, changes=changes, ids=locked.ids)[-1]
+    return _append(wf, actor, *entries, changes=changes)[-1]
 
 
 def _swap(

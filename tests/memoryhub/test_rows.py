@@ -106,6 +106,9 @@ def test_reserved_ids_are_the_ids_the_rows_get_and_the_sequence_moves_past_them(
     # past every id drawn.
     more = _payloads(tenant, "three", "four")
     assert not reserved.give(more) and all(row.pk is None for row in more)
+    # Nor any row after that: the database numbers them from now on, and a lower id drawn
+    # earlier must not follow (ids order a workflow's history).
+    assert not reserved.give(_payloads(tenant, "five"))
     insert_rows(Payload, more)
     assert min(row.pk for row in more) > drawn[-1][0]
 
