@@ -1208,7 +1208,7 @@ def activate(summary: Summary, expected_revision: int, actor: Actor, *, reason: 
 
 
 def rollback(summary: Summary, expected_revision: int, actor: Actor, reason: str | None) -> ActivationResult:
-    """A reviewer re-activates an older SUPERSEDED (or VALIDATED) version by compare-and-swap;
+    """A reviewer re-activates an older SUPERSEDED version by compare-and-swap;
     its watermark may be below the current one's. Returns and raises like ``activate``."""
     return refused_raises(
         _swap(
