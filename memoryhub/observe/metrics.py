@@ -433,6 +433,7 @@ ACCEPTANCE = Share(
 )
 # action__in lets the (tenant, action, at) index serve every decision query.
 DECISIONS = Rows(TriggerDecision, "at", lambda: Q(action__in=["continue", "compact", "retrieve_or_block"]))
+# triggers.engine.is_overflow_incident in SQL (tests/triggers/test_overflow_rule.py: they agree).
 OVERFLOW_INCIDENTS = DECISIONS.where(lambda: Q(hard_limit__gt=0, projected_tokens__gt=F("hard_limit")))
 FALLBACK_DECISIONS = DECISIONS.where(lambda: Q(action="retrieve_or_block"))
 
