@@ -13,7 +13,7 @@ from rest_framework.filters import OrderingFilter
 from rest_framework.response import Response
 
 from audit.diff import diff_summaries, resolve_pair
-from audit.investigate import investigate
+from audit.investigate import investigate, investigations_of
 from audit.lineage import artifact_lineage, get_artifact
 from audit.models import CHAIN_ORDER, NEWEST_FIRST, AuditEntry, Investigation
 from audit.replay import get_trace, replay_bundle
@@ -116,12 +116,7 @@ class ArtifactInvestigations(generics.ListAPIView, TenantAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # schema generation: no tenant
             return Investigation.objects.none()
-        artifact = get_artifact(self.tenant, self.kwargs["artifact_id"])
-        return (
-            Investigation.objects.filter(tenant=self.tenant, artifact=artifact)
-            .select_related("artifact")
-            .order_by("-at", "-id")
-        )
+        return investigations_of(get_artifact(self.tenant, self.kwargs["artifact_id"]))
 
 
 class SummaryDiff(TenantAPIView):

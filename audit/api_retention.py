@@ -10,7 +10,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from audit.models import Purge
-from audit.purge import PURGE_REASON_ROOM, parse_selector, purge_events
+from audit.purge import PURGE_REASON_ROOM, parse_selector, purge_events, purges_of
 from audit.retention import policies_for, set_policies
 from memoryhub.memory import lifecycle
 from memoryhub.models import Role, Workflow
@@ -83,7 +83,7 @@ class PurgeList(TenantAPIView):
     @extend_schema(responses={200: dict})
     def get(self, request):
         limit = int_param(request.query_params, "limit", 50, minimum=1, maximum=500)
-        purges = Purge.objects.filter(tenant=request.tenant).select_related("workflow").order_by("-at", "-id")
+        purges = purges_of(request.tenant)
         wf = request.query_params.get("workflow")
         if wf:
             purges = purges.filter(workflow__external_id=wf)

@@ -4,8 +4,11 @@ seq ranges and links to the pages that show them."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
+from django.core.paginator import Page, Paginator
 from django.urls import reverse
 
 from memoryhub.core.errors import DomainError
@@ -73,8 +76,6 @@ def event_url(workflow: Workflow, seq: int) -> str:
 def range_url(workflow: Workflow, from_seq: int, to_seq: int, highlight: str = "") -> str:
     url = reverse("memoryhub:event-range", args=[workflow.external_id, from_seq, to_seq])
     if highlight:
-        from urllib.parse import urlencode
-
         url += "?" + urlencode({"q": highlight})
     return url
 
@@ -132,3 +133,50 @@ def seq_range(workflow: Workflow, from_seq: int, to_seq: int, highlight: str = "
         "url": range_url(workflow, from_seq, to_seq, highlight),
         "unavailable": purged_runs(workflow, from_seq, to_seq),
     }
+
+
+RANGE_PER_PAGE = 200
+
+
+@dataclass(frozen=True)
+class EventRangePage:
+    """One page of events ``from_seq``..``to_seq`` of a workflow (what a lineage hop links to)."""
+
+    page: Page
+    rows: list[dict[str, Any]]  # {event, hit, purged, timeline_url}
+    to_seq: int  # the range's end as shown: clamped to the head (never below from_seq)
+    beyond_head: bool  # the range asked for seqs the workflow does not have yet
+
+
+def _same_words(phrase: str, text: str) -> bool:
+    """``phrase`` occurs in ``text``, case and runs of whitespace ignored."""
+    return " ".join(phrase.split()).casefold() in " ".join(text.split()).casefold()
+
+
+def event_range_page(workflow: Workflow, from_seq: int, to_seq: int, page_no: Any, q: str) -> EventRangePage:
+    """Page ``page_no`` of the range; an unpurged event containing ``q`` is a hit, a purged one
+    says by which purge."""
+    events = (
+        workflow.events.filter(seq__gte=from_seq, seq__lte=to_seq).select_related("purge").order_by("seq")
+    )
+    paginator = Paginator(events, RANGE_PER_PAGE)
+    # Seqs are gapless: the count is arithmetic, not a COUNT(*) over a possibly million-event range.
+    paginator.count = max(0, min(to_seq, workflow.head_seq) - from_seq + 1)
+    page = paginator.get_page(page_no)
+    rows = [
+        {
+            "event": e,
+            "hit": bool(q) and e.purged_at is None and _same_words(q, e.content),
+            "purged": purge_note(e.purge.purge_id if e.purge else "unknown purge", e.purged_at)
+            if e.purged_at
+            else "",
+            "timeline_url": event_url(workflow, e.seq),
+        }
+        for e in page.object_list
+    ]
+    return EventRangePage(
+        page=page,
+        rows=rows,
+        to_seq=min(to_seq, max(workflow.head_seq, from_seq)),
+        beyond_head=to_seq > workflow.head_seq,
+    )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from audit.content import summary_content, summary_unavailable
 from memoryhub.core.errors import InvalidInput, NotFound
-from memoryhub.models import Summary, Tenant
+from memoryhub.models import Summary, Tenant, Workflow
 
 FACT_FIELDS = ("kind", "state", "text")
 COMPACTOR_FIELDS = (
@@ -41,6 +42,15 @@ def previous_version(summary: Summary) -> Summary | None:
         .order_by("-version")
         .first()
     )
+
+
+VERSIONS_LISTED = 200
+
+
+def versions_of(workflow: Workflow) -> list[Mapping[str, Any]]:
+    """The workflow's summary versions, newest first (``summary_id``, ``version``): what a diff
+    may be taken against."""
+    return list(workflow.summaries.order_by("-version").values("summary_id", "version")[:VERSIONS_LISTED])
 
 
 def resolve_pair(tenant: Tenant, summary_id: str, against: str | None) -> tuple[Summary | None, Summary]:

@@ -25,6 +25,7 @@ from typing import Any
 import re2
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 
 from audit.content import content_is_opaque, iter_strings, purged_runs, range_label, runs, summary_content
 from audit.lineage import producing_traces
@@ -533,3 +534,12 @@ def investigate(artifact: Artifact, fact: str, actor: Actor, *, regex: bool = Fa
             },
         )
     return investigation
+
+
+def investigations_of(artifact: Artifact) -> QuerySet[Investigation]:
+    """The investigations run on ``artifact``, newest first."""
+    return (
+        Investigation.objects.filter(tenant_id=artifact.tenant_id, artifact=artifact)
+        .select_related("artifact")
+        .order_by("-at", "-id")
+    )

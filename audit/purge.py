@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from audit.log import record
@@ -29,7 +29,7 @@ from audit.payloads import PurgedText, summary_payloads, tombstone_payloads
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Conflict, InvalidInput
 from memoryhub.memory import lifecycle
-from memoryhub.models import Event, Summary, SummaryStatus, Workflow
+from memoryhub.models import Event, Summary, SummaryStatus, Tenant, Workflow
 from memoryhub.pipeline.jobs import request_compaction
 
 TOMBSTONE_SCHEMA = "memoryhub.purged/v1"
@@ -351,3 +351,8 @@ def _scrub(value: Any, quotes: list[str], contents: list[str]) -> Any:
 def unavailable_note(purge: Purge) -> str:
     """The sentence every page, export and bundle shows for purged material."""
     return f"unavailable: purged by {purge.purge_id} on {purge.at:%Y-%m-%d}"
+
+
+def purges_of(tenant: Tenant) -> QuerySet[Purge]:
+    """The tenant's purges, newest first, with their workflow."""
+    return Purge.objects.filter(tenant=tenant).select_related("workflow").order_by("-at", "-id")

@@ -36,6 +36,12 @@ def policies_for(tenant: Tenant) -> dict[str, int | None]:
     return {rc.value: stored.get(rc.value) for rc in RecordClass}
 
 
+def policy_rows(tenant: Tenant) -> list[dict[str, Any]]:
+    """Every record class with its label and period (``days``: None = kept forever), for the page."""
+    current = policies_for(tenant)
+    return [{"value": rc.value, "label": rc.label, "days": current[rc.value]} for rc in RecordClass]
+
+
 def set_policies(tenant: Tenant, policies: Any, actor: Actor) -> dict[str, int | None]:
     """Replace the given classes' periods (others unchanged). Minimal provenance must outlive the rest."""
     if not isinstance(policies, dict) or not policies:

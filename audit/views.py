@@ -14,7 +14,6 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -23,23 +22,18 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from audit import review
-from audit.content import event_url, purge_note
-from audit.diff import diff_summaries, resolve_pair
-from audit.investigate import investigate
+from audit.content import event_range_page
+from audit.diff import diff_summaries, resolve_pair, versions_of
+from audit.investigate import investigate, investigations_of
 from audit.lineage import artifact_lineage, get_artifact
-from audit.log import sequence_pending
-from audit.models import NEWEST_FIRST, AuditChainHead, AuditEntry, Investigation
+from audit.log_report import AUDIT_FILTERS, audit_log_page
 from audit.replay import get_trace, replay_bundle
-from audit.story import describe
-from audit.verify import verify_chain
 from memoryhub.core.errors import DomainError, NotFound
 from memoryhub.memory import lifecycle
 from memoryhub.models import Role, role_at_least
 from memoryhub.web.actors import request_actor
 from memoryhub.web.views.base import page_tenant, page_workflow
 
-AUDIT_PER_PAGE = 50
-RANGE_PER_PAGE = 200
 INVESTIGATIONS_SHOWN = 20
 
 
@@ -61,15 +55,10 @@ def _artifact_context(request: HttpRequest, artifact_id: str) -> dict[str, Any]:
         artifact = get_artifact(tenant, artifact_id)
     except NotFound as exc:
         raise _not_found(exc)
-    investigations = list(
-        Investigation.objects.filter(tenant=tenant, artifact=artifact).order_by("-at", "-id")[
-            :INVESTIGATIONS_SHOWN
-        ]
-    )
     return {
         "artifact": artifact,
         "lineage": artifact_lineage(artifact),
-        "investigations": investigations,
+        "investigations": list(investigations_of(artifact)[:INVESTIGATIONS_SHOWN]),
         "can_investigate": role_at_least(role, Role.REVIEWER),
         "role": role,
     }
@@ -126,36 +115,19 @@ def event_range(request: HttpRequest, wf: str, from_seq: int, to_seq: int) -> Ht
     workflow = page_workflow(request, wf)
     if from_seq < 1 or to_seq < from_seq:
         raise Http404("Not a valid event range.")
-    events = (
-        workflow.events.filter(seq__gte=from_seq, seq__lte=to_seq).select_related("purge").order_by("seq")
-    )
-    paginator = Paginator(events, RANGE_PER_PAGE)
-    # Seqs are gapless: the count is arithmetic, not a COUNT(*) over a possibly million-event range.
-    paginator.count = max(0, min(to_seq, workflow.head_seq) - from_seq + 1)
-    page = paginator.get_page(request.GET.get("page"))
     q = request.GET.get("q", "").strip()
-    rows = []
-    for e in page.object_list:
-        hit = (
-            bool(q)
-            and e.purged_at is None
-            and " ".join(q.split()).casefold() in " ".join(e.content.split()).casefold()
-        )
-        purged = (
-            purge_note(e.purge.purge_id if e.purge else "unknown purge", e.purged_at) if e.purged_at else ""
-        )
-        rows.append({"event": e, "hit": hit, "purged": purged, "timeline_url": event_url(workflow, e.seq)})
+    found = event_range_page(workflow, from_seq, to_seq, request.GET.get("page"), q)
     return render(
         request,
         "audit/event_range.html",
         {
             "workflow": workflow,
             "from_seq": from_seq,
-            "to_seq": min(to_seq, max(workflow.head_seq, from_seq)),
-            "page": page,
-            "rows": rows,
+            "to_seq": found.to_seq,
+            "page": found.page,
+            "rows": found.rows,
             "q": q,
-            "beyond_head": to_seq > workflow.head_seq,
+            "beyond_head": found.beyond_head,
         },
     )
 
@@ -175,7 +147,6 @@ def summary_diff(request: HttpRequest, summary_id: str) -> HttpResponse:
     except DomainError as exc:
         messages.error(request, exc.detail)
         return redirect("memoryhub:summary-diff", summary_id=summary_id)
-    versions = summary.workflow.summaries.order_by("-version").values("summary_id", "version")[:200]
     return render(
         request,
         "audit/summary_diff.html",
@@ -183,7 +154,7 @@ def summary_diff(request: HttpRequest, summary_id: str) -> HttpResponse:
             "summary": summary,
             "base": base,
             "diff": diff_summaries(base, summary),
-            "versions": versions,
+            "versions": versions_of(summary.workflow),
             "workflow": summary.workflow,
         },
     )
@@ -191,92 +162,25 @@ def summary_diff(request: HttpRequest, summary_id: str) -> HttpResponse:
 
 # --- audit log ---------------------------------------------------------------------------------------
 
-AUDIT_FILTERS = ("action", "object", "actor", "since", "until", "object_type", "object_id")
-
-
-def _moment(raw: str):
-    """A datetime-local / ISO value from the filter form (UTC), or None when empty or bad."""
-    from datetime import UTC, datetime
-
-    if not raw:
-        return None
-    try:
-        value = datetime.fromisoformat(raw)
-    except ValueError:
-        return None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def filtered_entries(tenant, filters: dict[str, str]):
-    """The audit entries matching the page's filters (newest first).
-
-    ``object`` matches an object id exactly, or every entry about a workflow (its summaries,
-    jobs and traces carry the workflow's external id in their data)."""
-    from django.db.models import Q
-
-    entries = AuditEntry.objects.filter(tenant=tenant).order_by(*NEWEST_FIRST)
-    if filters["action"]:
-        entries = entries.filter(action__startswith=filters["action"])
-    if filters["object"]:
-        entries = entries.filter(Q(object_id=filters["object"]) | Q(chained_data__workflow=filters["object"]))
-    if filters["object_type"]:
-        entries = entries.filter(object_type=filters["object_type"])
-    if filters["object_id"]:
-        entries = entries.filter(object_id=filters["object_id"])
-    if filters["actor"]:
-        entries = entries.filter(actor__icontains=filters["actor"])
-    if since := _moment(filters["since"]):
-        entries = entries.filter(at__gte=since)
-    if until := _moment(filters["until"]):
-        entries = entries.filter(at__lte=until)
-    return entries
-
 
 @login_required
 @require_GET
 def audit_log(request: HttpRequest) -> HttpResponse:
     tenant, _ = page_tenant(request)
     filters = {f: request.GET.get(f, "").strip() for f in AUDIT_FILTERS}
-    chain = _chain_status(tenant, force=request.GET.get("verify") == "1")  # sequences first: rows after it
-    page = Paginator(filtered_entries(tenant, filters), AUDIT_PER_PAGE).get_page(request.GET.get("page"))
-    query = urlencode({k: v for k, v in filters.items() if v})
-    actions = (
-        AuditEntry.objects.filter(tenant=tenant)
-        .values_list("action", flat=True)
-        .distinct()
-        .order_by("action")
-    )
+    found = audit_log_page(tenant, filters, request.GET.get("page"), verify=request.GET.get("verify") == "1")
     return render(
         request,
         "audit/audit_log.html",
         {
-            "page": page,
-            "rows": describe(tenant.pk, list(page.object_list)),
+            "page": found.page,
+            "rows": found.rows,
             "filters": filters,
-            "query": query,
-            "chain": chain,
-            "actions": list(actions),
+            "query": urlencode({k: v for k, v in filters.items() if v}),
+            "chain": found.chain,
+            "actions": found.actions,
         },
     )
-
-
-def _chain_status(tenant, *, force: bool = False) -> dict:
-    """Full chain verification, cached per chain head for a few minutes.
-
-    Verifying reads every entry (O(entries)); the page would otherwise pay that on each load. A new
-    entry moves the head once it is sequenced (first, here: the key then names the head the walk
-    sees) and so invalidates the cache; ``?verify=1`` forces a fresh walk.
-    """
-    from django.core.cache import cache
-
-    sequence_pending(tenant)
-    head = AuditChainHead.objects.filter(tenant=tenant).values_list("seq", "entry_hash").first() or (0, "")
-    key = f"audit-chain:{tenant.pk}:{head[0]}:{head[1]}"
-    result = None if force else cache.get(key)
-    if result is None:
-        result = verify_chain(tenant)
-        cache.set(key, result, timeout=300)
-    return result
 
 
 # --- review actions ------------------------------------------------------------------------------------

@@ -11,13 +11,15 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import path
 
-from audit.models import Purge, RecordClass
-from audit.purge import parse_selector, purge_events
-from audit.retention import policies_for, set_policies
+from audit.models import RecordClass
+from audit.purge import parse_selector, purge_events, purges_of
+from audit.retention import policy_rows, set_policies
 from memoryhub.core.errors import DomainError
 from memoryhub.models import Role, role_at_least
 from memoryhub.web.actors import request_actor
 from memoryhub.web.views.base import page_tenant, page_workflow
+
+PURGES_SHOWN = 100
 
 
 def _require_admin(role: str | None) -> None:
@@ -40,11 +42,14 @@ def retention(request: HttpRequest) -> HttpResponse:
             return redirect("memoryhub:retention")
         except DomainError as exc:
             messages.error(request, exc.detail)
-    current = policies_for(tenant)
-    rows = [{"value": rc.value, "label": rc.label, "days": current[rc.value]} for rc in RecordClass]
-    purges = Purge.objects.filter(tenant=tenant).select_related("workflow").order_by("-at", "-id")[:100]
     return render(
-        request, "audit/retention.html", {"rows": rows, "purges": purges, "is_admin": role == Role.ADMIN}
+        request,
+        "audit/retention.html",
+        {
+            "rows": policy_rows(tenant),
+            "purges": purges_of(tenant)[:PURGES_SHOWN],
+            "is_admin": role == Role.ADMIN,
+        },
     )
 
 

@@ -499,6 +499,16 @@ class CostBenefit:
         }
 
 
+def is_overflow_incident(projected_tokens: int, hard_limit: int) -> bool:
+    """The one definition of an overflow incident: a decision whose projected context (history +
+    the next step) exceeds the hard limit, whatever the engine answered. A hard limit of 0 is
+    unknown (decisions logged before it was recorded), never an incident.
+
+    Its SQL form is ``memoryhub.observe.metrics.OVERFLOW_INCIDENTS`` (the metric and its alerts);
+    tests/triggers/test_overflow_rule.py checks the two agree."""
+    return hard_limit > 0 and projected_tokens > hard_limit
+
+
 @dataclass(frozen=True)
 class Decision:
     """The engine's answer with every number it used and human-readable reasons."""
@@ -804,6 +814,10 @@ class SimulationResult:
     actions: list[str]
     compaction_points: list[dict[str, int]]
     compactions: int
+    # The overflow incidents (is_overflow_incident) the policy answered "continue": calls that went
+    # out past the hard limit. Narrower than the metric of the same name, which also counts the
+    # incidents a compaction or a retrieval caught; a replay asks how many the policy let through.
+    # The name stays: it is the simulate endpoints' and the page's "counts" key.
     overflow_incidents: int
     fallback_retrievals: int
     over_budget_steps: int
@@ -864,8 +878,9 @@ def simulate(
     start at a safe checkpoint. A compaction reduces history to ``target_tokens`` — or to
     ``history × compaction_ratio`` when given, never below 0 and never growing — and costs the
     cost_benefit strategy's ``compaction_cost_tokens``. A call whose context exceeds the hard
-    limit while the engine said ``continue`` is an overflow incident; ``retrieve_or_block``
-    counts as a fallback retrieval (the step's tokens are still recorded).
+    limit while the engine said ``continue`` is counted in ``overflow_incidents`` (an incident the
+    policy let through); ``retrieve_or_block`` counts as a fallback retrieval (the step's tokens are
+    still recorded).
     """
     if compaction_ratio is not None and not 0 <= compaction_ratio <= 1:
         raise ValueError("compaction_ratio must be between 0 and 1")
@@ -880,7 +895,7 @@ def simulate(
     after_series: list[int] = []
     actions: list[str] = []
     points: list[dict[str, int]] = []
-    overflow = fallback = over_budget = 0
+    let_through = fallback = over_budget = 0
     baseline_replay = replay = 0
     total = len(steps)
 
@@ -909,9 +924,9 @@ def simulate(
         elif decision.action == ACTION_RETRIEVE_OR_BLOCK:
             fallback += 1
         context = history + added
-        if decision.action == ACTION_CONTINUE:
-            if context > policy.hard_limit:
-                overflow += 1
+        if decision.action == ACTION_CONTINUE:  # the call goes out as projected
+            if is_overflow_incident(decision.projected_tokens, decision.hard_limit):
+                let_through += 1
             elif context > policy.safe_budget:
                 over_budget += 1
         context_series.append(context)
@@ -936,7 +951,7 @@ def simulate(
         actions=actions,
         compaction_points=points,
         compactions=len(points),
-        overflow_incidents=overflow,
+        overflow_incidents=let_through,
         fallback_retrievals=fallback,
         over_budget_steps=over_budget,
         baseline_replay_tokens=baseline_replay,

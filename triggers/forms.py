@@ -116,6 +116,13 @@ class PolicyForm(forms.Form):
         policy["strategies"] = strategies
         return policy
 
+    def add_service_error(self, exc: InvalidInput) -> None:
+        """A refusal from the services: per-field errors beside their inputs, else one form error."""
+        if exc.extra.get("errors"):
+            self.add_policy_errors(exc)
+        else:
+            self.add_error(None, exc.detail)
+
     def add_policy_errors(self, exc: InvalidInput) -> None:
         """Show the service's (field, message) errors next to the right inputs."""
         for item in exc.extra.get("errors") or [{"field": "", "message": exc.detail}]:

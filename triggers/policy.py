@@ -7,7 +7,9 @@ services that sit above it.
 
 from __future__ import annotations
 
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
+from django.db.models.expressions import CombinedExpression
+from django.db.models.functions import Coalesce
 
 from memoryhub.models import Tenant, Workflow
 from triggers.engine import PolicySpec
@@ -72,3 +74,41 @@ def effective_policy(
 def policy_for(workflow: Workflow) -> PolicySpec:
     """The policy that governs ``workflow`` (service contract used by other areas)."""
     return effective_policy(workflow.tenant_id, workflow)[0]
+
+
+# --- the safe budget and "over budget" --------------------------------------------------------
+
+
+def tenant_safe_budget(tenant: Tenant | int) -> int:
+    """The safe budget of the tenant default policy (else the seed defaults'): one query."""
+    return effective_policy(tenant)[0].safe_budget
+
+
+def _stored_safe_budget(prefix: str) -> CombinedExpression:
+    """ContextPolicy.safe_budget (= PolicySpec.safe_budget) in SQL, for columns under ``prefix``."""
+    return (
+        F(f"{prefix}context_window")
+        - F(f"{prefix}reserve_system")
+        - F(f"{prefix}reserve_retrieval")
+        - F(f"{prefix}reserve_output")
+        - F(f"{prefix}safety_margin")
+    )
+
+
+def effective_safe_budget_sql(tenant_budget: int) -> Coalesce:
+    """Per Workflow row, ``policy_for(workflow).safe_budget`` in SQL: its override's budget (one
+    LEFT JOIN), else ``tenant_budget`` (``tenant_safe_budget``, read once by the caller)."""
+    return Coalesce(_stored_safe_budget("context_policy__"), Value(tenant_budget))
+
+
+def is_over_budget(history_tokens: int, safe_budget: int) -> bool:
+    """The one definition of a workflow over budget: what the model would read now (active summary
+    + uncompacted tail, ``Workflow.history_tokens``) exceeds the safe budget of the policy that
+    governs the workflow (its override, else the tenant default) — the budget the trigger engine
+    decides against. ``over_budget_q`` is the same rule in SQL."""
+    return history_tokens > safe_budget
+
+
+def over_budget_q(tenant_budget: int) -> Q:
+    """``is_over_budget`` over Workflow rows (``tenant_budget``: see effective_safe_budget_sql)."""
+    return Q(tail_tokens__gt=effective_safe_budget_sql(tenant_budget) - F("summary_tokens"))

@@ -45,6 +45,7 @@ from triggers.engine import (
     PolicySpec,
     compare,
     evaluate,
+    is_overflow_incident,
 )
 from triggers.models import ContextPolicy, TriggerDecision
 from triggers.policy import (
@@ -455,7 +456,7 @@ def decide(
         not enqueue
         and estimate is None  # an estimate writes its drift row with the decision
         and decision.action not in DURABLE_ACTIONS
-        and decision.projected_tokens <= decision.hard_limit
+        and not is_overflow_incident(decision.projected_tokens, decision.hard_limit)
         and connection.get_autocommit()
         and not connection.in_atomic_block
     ):

@@ -3,7 +3,6 @@ what-if simulator with its Plotly chart. Thin: all rules are in triggers.service
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import urlencode
 
@@ -22,8 +21,8 @@ from memoryhub.models import Role, Workflow, role_at_least
 from memoryhub.web.actors import request_actor
 from memoryhub.web.views.base import page_tenant, page_workflow
 from triggers import policy, services
+from triggers import simulator as simulation
 from triggers.engine import export_langchain, export_langmem
-from triggers.figures import simulation_figure
 from triggers.forms import PolicyForm
 
 DECISIONS_PER_PAGE = 50
@@ -128,70 +127,52 @@ def simulator(request: HttpRequest) -> HttpResponse:
     """Pick a workflow, edit a candidate policy, see both replays side by side; share the run as a
     URL (GET with ``run=1`` and the form's fields) and save the candidate as a policy."""
     tenant, role = page_tenant(request)
-    workflows = list(
-        Workflow.objects.filter(tenant=tenant)
-        .order_by("-updated_at", "-id")
-        .values_list("external_id", flat=True)[:200]
-    )
-    data = (
+    workflows = simulation.recent_workflow_ids(tenant)
+    ran = (
         request.POST if request.method == "POST" else (request.GET if request.GET.get("run") == "1" else None)
     )
-    source_data = data if data is not None else request.GET
-    wf_id = source_data.get("workflow") or (workflows[0] if workflows else "")
-    context: dict[str, Any] = {"workflows": workflows, "selected": wf_id, "group": "auto"}
+    asked = ran if ran is not None else request.GET
+    wf_id = asked.get("workflow") or (workflows[0] if workflows else "")
+    group = asked.get("group") or "auto"
     if not wf_id:
-        return render(request, "triggers/simulator.html", context)
+        return render(
+            request, "triggers/simulator.html", {"workflows": workflows, "selected": wf_id, "group": "auto"}
+        )
     workflow = page_workflow(request, wf_id)
     current, source, _ = policy.effective_policy(tenant, workflow)
-    group = source_data.get("group") or "auto"
-    body: dict[str, Any] = {"group": group}
-    form = PolicyForm(initial=PolicyForm.initial_from(current))
-    candidate: dict[str, Any] | None = None
-    if data is not None:
-        form = PolicyForm(data)
-        if form.is_valid():
-            candidate = body["candidate"] = form.to_policy()
-        ratio = data.get("compaction_ratio", "").strip()
-        if ratio:
-            try:
-                body["compaction_ratio"] = float(ratio)
-            except ValueError:
-                form.add_error(None, "compaction ratio must be a number between 0 and 1")
-    result = None
-    if not form.errors:
-        try:
-            result = services.simulate_workflow(workflow, body)
-        except InvalidInput as exc:
-            if exc.extra.get("errors"):
-                form.add_policy_errors(exc)
-            else:
-                form.add_error(None, exc.detail)
-    diff: list[dict[str, Any]] = []
-    if result and candidate is not None:
-        try:
-            diff = services.policy_diff(current, services.parse_policy(candidate))
-        except InvalidInput:
-            diff = []
-    context.update(
-        {
-            "workflow": workflow,
-            "form": form,
-            "current": current,
-            "source": source,
-            "group": group,
-            "ratio": source_data.get("compaction_ratio", ""),
-            "result": result,
-            "figure_json": json.dumps(simulation_figure(result)) if result else "",
-            "count_rows": _count_rows(result) if result else [],
-            "share_url": request.build_absolute_uri(share_url(data)) if (result and data is not None) else "",
-            "candidate_pairs": [(k, v) for k, v in _candidate_pairs(data) if k not in SIM_KEYS]
-            if (result and candidate is not None and data is not None)
-            else [],
-            "diff": diff,
-            "can_save_workflow": role_at_least(role, Role.REVIEWER),
-            "can_save_tenant": role_at_least(role, Role.ADMIN),
-        }
+    form = PolicyForm(ran) if ran is not None else PolicyForm(initial=PolicyForm.initial_from(current))
+    candidate = form.to_policy() if ran is not None and form.is_valid() else None
+    run = simulation.run(
+        workflow,
+        current,
+        group=group,
+        candidate=candidate,
+        ratio=ran.get("compaction_ratio", "") if ran is not None else "",
+        refused=bool(form.errors),
     )
+    for exc in run.errors:
+        form.add_service_error(exc)
+    shared = run.result is not None and ran is not None
+    context: dict[str, Any] = {
+        "workflows": workflows,
+        "selected": wf_id,
+        "workflow": workflow,
+        "form": form,
+        "current": current,
+        "source": source,
+        "group": group,
+        "ratio": asked.get("compaction_ratio", ""),
+        "result": run.result,
+        "figure_json": run.figure_json,
+        "count_rows": run.count_rows,
+        "share_url": request.build_absolute_uri(share_url(ran)) if shared else "",
+        "candidate_pairs": [(k, v) for k, v in _candidate_pairs(ran) if k not in SIM_KEYS]
+        if shared and candidate is not None
+        else [],
+        "diff": run.diff,
+        "can_save_workflow": role_at_least(role, Role.REVIEWER),
+        "can_save_tenant": role_at_least(role, Role.ADMIN),
+    }
     return render(request, "triggers/simulator.html", context)
 
 
@@ -224,33 +205,6 @@ def simulator_save(request: HttpRequest) -> HttpResponse:
     if target is not None:
         return redirect("memoryhub:triggers-workflow-policy", wf=workflow.external_id)
     return redirect("memoryhub:triggers-tenant-policy")
-
-
-COUNT_LABELS = (
-    ("steps", "steps replayed"),
-    ("compactions", "compactions"),
-    ("overflow_incidents", "overflow incidents (continued past the hard limit)"),
-    ("fallback_retrievals", "retrieve_or_block answers"),
-    ("over_budget_steps", "calls over the safe budget"),
-    ("baseline_replay_tokens", "tokens replayed without compaction"),
-    ("replay_tokens", "tokens replayed"),
-    ("compaction_cost_tokens", "compaction cost (tokens)"),
-    ("net_tokens_saved", "net tokens saved"),
-)
-
-
-def _count_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    cur, cand = result["current"]["counts"], result["candidate"]["counts"]
-    return [
-        {
-            "key": key,
-            "label": label,
-            "current": cur[key],
-            "candidate": cand[key],
-            "delta": cand[key] - cur[key],
-        }
-        for key, label in COUNT_LABELS
-    ]
 
 
 urlpatterns = [

@@ -38,6 +38,7 @@ from memoryhub.models import (
 )
 from memoryhub.observe import figures, metrics
 from triggers.engine import PolicySpec
+from triggers.policy import is_over_budget
 
 CURVE_POINTS = 240  # at most this many sampled seqs (plus activation points) on the history curve
 RECENT_ROWS = 50
@@ -62,7 +63,7 @@ def workflow_numbers(workflow: Workflow, spec: PolicySpec, now: datetime) -> Wor
     return WorkflowNumbers(
         history=history,
         budget_share=(history / spec.safe_budget) if spec.safe_budget else 0,
-        over_budget=history > spec.safe_budget,
+        over_budget=is_over_budget(history, spec.safe_budget),
         age=(now - workflow.activated_at) if workflow.activated_at and workflow.active_summary_id else None,
     )
 

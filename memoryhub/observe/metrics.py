@@ -45,8 +45,7 @@ from django.db.models import (
     Sum,
     Value,
 )
-from django.db.models.expressions import CombinedExpression
-from django.db.models.functions import Abs, Cast, Coalesce, NullIf, Trunc
+from django.db.models.functions import Abs, Cast, NullIf, Trunc
 from django.utils import timezone
 
 from audit.models import Investigation
@@ -67,7 +66,8 @@ from memoryhub.models import (
     ValidationRecord,
     Workflow,
 )
-from triggers.models import ContextPolicy, TriggerDecision
+from triggers.models import TriggerDecision
+from triggers.policy import effective_safe_budget_sql, tenant_safe_budget
 
 COUNTER, GAUGE, RATIO, MEAN = "counter", "gauge", "ratio", "mean"
 
@@ -85,8 +85,6 @@ ROLLUP_BUCKET = timedelta(minutes=5)
 # How far back a rollup run fills buckets it missed (worker down), for window metrics.
 ROLLUP_BACKFILL_BUCKETS = 12
 DEFAULT_WINDOW = timedelta(hours=1)
-# Seed defaults: 32,000 − 4,000 − 5,000 − 3,000 − 2,000 (used when a tenant has no policy row).
-DEFAULT_SAFE_BUDGET = 18_000
 
 ACCEPTED_STATUSES = (SummaryStatus.VALIDATED, SummaryStatus.ACTIVE, SummaryStatus.SUPERSEDED)
 
@@ -379,27 +377,11 @@ def _tail_tokens(tenant: Tenant, since: datetime | None, until: datetime | None,
     return _float(_workflows(tenant, prefix).aggregate(v=Max("tail_tokens"))["v"])
 
 
-def _budget_expr(prefix: str = "") -> CombinedExpression:
-    return (
-        F(f"{prefix}context_window")
-        - F(f"{prefix}reserve_system")
-        - F(f"{prefix}reserve_retrieval")
-        - F(f"{prefix}reserve_output")
-        - F(f"{prefix}safety_margin")
-    )
-
-
 def _tail_budget_fraction(
     tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
 ) -> float | None:
-    default = (
-        ContextPolicy.objects.filter(tenant=tenant, workflow__isnull=True)
-        .annotate(b=_budget_expr())
-        .values_list("b", flat=True)
-        .first()
-    ) or DEFAULT_SAFE_BUDGET
-    # Per-workflow override (one LEFT JOIN) else the tenant default.
-    budget = Coalesce(_budget_expr("context_policy__"), Value(default))
+    # Per-workflow override (one LEFT JOIN) else the tenant default: the budget the engine uses.
+    budget = effective_safe_budget_sql(tenant_safe_budget(tenant))
     fraction = Cast("tail_tokens", FloatField()) / Cast(NullIf(budget, Value(0)), FloatField())
     return _float(_workflows(tenant, prefix).aggregate(v=Max(fraction))["v"])
 
@@ -433,6 +415,7 @@ ACCEPTANCE = Share(
 )
 # action__in lets the (tenant, action, at) index serve every decision query.
 DECISIONS = Rows(TriggerDecision, "at", lambda: Q(action__in=["continue", "compact", "retrieve_or_block"]))
+# triggers.engine.is_overflow_incident in SQL (tests/triggers/test_overflow_rule.py: they agree).
 OVERFLOW_INCIDENTS = DECISIONS.where(lambda: Q(hard_limit__gt=0, projected_tokens__gt=F("hard_limit")))
 FALLBACK_DECISIONS = DECISIONS.where(lambda: Q(action="retrieve_or_block"))
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any, cast
 
-from django.db.models import Count, Exists, F, Max, Min, OuterRef, Prefetch, Q, QuerySet, Sum
+from django.db.models import Count, Exists, Max, Min, OuterRef, Prefetch, Q, QuerySet, Sum
 from django.db.models.functions import Trunc
 
 from audit.replay import replay_bundle
@@ -35,7 +35,7 @@ from memoryhub.models import (
 )
 from memoryhub.observe import metrics
 from memoryhub.observe.alerting.firing import delivery_summary
-from triggers.policy import effective_policy
+from triggers.policy import over_budget_q
 
 # --------------------------------------------------------------------------------------------
 # Time windows
@@ -118,11 +118,6 @@ SIGNALS = {
     )
 }
 ACCEPTANCE_METRIC = "acceptance_rate"
-
-
-def safe_budget(tenant: Tenant) -> int:
-    """The tenant's default safe history budget (its policy row, else the seed's)."""
-    return effective_policy(tenant)[0].safe_budget
 
 
 # --------------------------------------------------------------------------------------------
@@ -349,7 +344,7 @@ def overview_numbers(
         max_tail_events=Max("tail_events"),
         tail_token_sum=Sum("tail_tokens"),
         oldest_activation=Min("activated_at", filter=Q(active_summary__isnull=False)),
-        over_budget=Count("pk", filter=Q(tail_tokens__gt=budget - F("summary_tokens"))),
+        over_budget=Count("pk", filter=over_budget_q(budget)),
     )
     return OverviewNumbers(
         state=state,

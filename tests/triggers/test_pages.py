@@ -12,7 +12,7 @@ from audit.models import AuditEntry
 from memoryhub.core.actors import Actor
 from tests.factories import append, event, make_workflow
 from tests.helpers import form_post
-from triggers import services
+from triggers import services, simulator
 from triggers.engine import STRATEGY_NAMES, STRATEGY_SCHEMA, PolicySpec
 from triggers.forms import PolicyForm, field_name
 from triggers.models import ContextPolicy
@@ -181,3 +181,28 @@ def test_form_round_trips_every_strategy_threshold():
     assert PolicySpec.from_dict(policy).to_dict() == spec.to_dict()
     for name in STRATEGY_NAMES:
         assert set(policy["strategies"][name]) == {"enabled", *STRATEGY_SCHEMA[name]}
+
+
+def test_simulator_refuses_an_unreadable_or_out_of_range_ratio_without_simulating(carol, wf):
+    append(wf, [event(1)])
+    for ratio, message in (
+        ("half", "compaction ratio must be a number between 0 and 1"),
+        ("1.5", "between 0 and 1"),
+    ):
+        data = form_data() | {"workflow": "wf-page", "compaction_ratio": ratio}
+        html = form_post(carol.web, "/triggers/simulator/?workflow=wf-page", data).content.decode()
+        assert message in html and "data-figure" not in html
+
+
+def test_simulator_run_compacts_to_the_ratio_and_lists_what_the_candidate_changes(wf):
+    append(wf, [event(i, content="token " * 900) for i in range(1, 9)])
+    current = PolicySpec()
+    run = simulator.run(wf, current, group="event", candidate={"target_tokens": 6_000}, ratio=" 0.25 ")
+    assert run.errors == [] and run.result is not None
+    assert run.diff == [{"field": "target_tokens", "current": 8_000, "candidate": 6_000}]
+    assert [row["key"] for row in run.count_rows] == [key for key, _ in simulator.COUNT_LABELS]
+    assert json.loads(run.figure_json)["data"]
+    refused = simulator.run(wf, current, group="event", ratio="x", refused=True)
+    assert refused.result is None and [e.detail for e in refused.errors] == [
+        "compaction ratio must be a number between 0 and 1"
+    ]

@@ -31,13 +31,12 @@ from memoryhub.observe.reports import (
     overview_charts,
     overview_numbers,
     overview_series,
-    safe_budget,
     window_for,
 )
 from memoryhub.web.api.fields import SafeDateTimeField
 from memoryhub.web.views.base import page_tenant, page_workflow
 from memoryhub.web.views.charts import history_figure, overview_figures
-from triggers.policy import effective_policy
+from triggers.policy import effective_policy, tenant_safe_budget
 
 # --------------------------------------------------------------------------------------------
 # Overview
@@ -58,7 +57,7 @@ def _overview_context(request: HttpRequest) -> dict[str, Any]:
 def overview(request: HttpRequest) -> HttpResponse:
     ctx = _overview_context(request)
     tenant, window, now = ctx["tenant"], ctx["window"], ctx["now"]
-    budget = safe_budget(tenant)
+    budget = tenant_safe_budget(tenant)
     series = overview_series(tenant, window, now)
     ctx.update(vars(overview_numbers(tenant, window, now, budget, series)))
     ctx["inbox_total"] = ctx["review"]["total"]  # the nav's badge: counted once per page
@@ -72,7 +71,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 def overview_numbers_fragment(request: HttpRequest) -> HttpResponse:
     ctx = _overview_context(request)
     tenant, window, now = ctx["tenant"], ctx["window"], ctx["now"]
-    ctx.update(vars(overview_numbers(tenant, window, now, safe_budget(tenant))))
+    ctx.update(vars(overview_numbers(tenant, window, now, tenant_safe_budget(tenant))))
     return render(request, "memoryhub/partials/overview_numbers.html", ctx)
 
 
@@ -80,7 +79,7 @@ def overview_numbers_fragment(request: HttpRequest) -> HttpResponse:
 def overview_charts_fragment(request: HttpRequest) -> HttpResponse:
     ctx = _overview_context(request)
     tenant, window, now = ctx["tenant"], ctx["window"], ctx["now"]
-    budget = safe_budget(tenant)
+    budget = tenant_safe_budget(tenant)
     ctx["charts"] = overview_figures(overview_charts(tenant, window, now), window, now, budget)
     return render(request, "memoryhub/partials/overview_charts.html", ctx)
 
