@@ -16,7 +16,15 @@ from django.urls import reverse
 
 from audit.content import seq_range, summary_unavailable
 from memoryhub.core.errors import NotFound
+from memoryhub.memory.summaries import (
+    LIFECYCLE_CHANGE_FIELDS,
+    lifecycle_event_dict,
+    summary_dict,
+    trace_dict,
+    validation_dict,
+)
 from memoryhub.models import Artifact, CompactionJob, ConsumerTrace, Summary, Tenant
+from memoryhub.models.traces import TRACE_CALL_FIELDS, TRACE_READ_FIELDS, TRACE_RUN_FIELDS
 
 
 def get_artifact(tenant: Tenant, artifact_id: str) -> Artifact:
@@ -42,62 +50,63 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
+# A summary version in a lineage hop: its identity, lineage, compactor and integrity groups.
+SUMMARY_REF_FIELDS = (
+    "summary_id",
+    "version",
+    "label",
+    "status",
+    "created_at",
+    "created_by",
+    "covers_from_seq",
+    "covers_to_seq",
+    "source_revision",
+    "source_refs",
+    "excluded_categories",
+    "compactor",
+    "content_hash",
+    "storage_location",
+    "token_count",
+    "purged",
+    "url",
+    "diff_url",
+)
+# Every validator run over the summary, failed and waived checks spelled out.
+VALIDATION_RECORD_FIELDS = (
+    "id",
+    "validator_version",
+    "passed",
+    "mandatory_coverage",
+    "checks",
+    "failed_checks",
+    "reasons",
+    "waived_checks",
+    "waived_by",
+    "actor",
+    "created_at",
+)
+
+
 def summary_ref(summary: Summary) -> dict[str, Any]:
     """The identity, lineage, compactor and integrity groups of a summary version."""
-    return {
-        "summary_id": summary.summary_id,
-        "version": summary.version,
-        "label": summary.label,
-        "status": summary.status,
-        "created_at": _iso(summary.created_at),
-        "created_by": summary.created_by,
-        "covers_from_seq": summary.covers_from_seq,
-        "covers_to_seq": summary.covers_to_seq,
-        "source_revision": summary.source_revision,
-        "source_refs": summary.source_refs,
-        "excluded_categories": summary.excluded_categories,
-        "compactor": compactor_config(summary),
-        "content_hash": summary.content_hash,
-        "storage_location": summary.storage_location,
-        "token_count": summary.token_count,
-        "purged": summary_unavailable(summary),
-        "url": f"/summaries/{summary.summary_id}/",
-        "diff_url": reverse("memoryhub:summary-diff", args=[summary.summary_id]),
-    }
-
-
-def compactor_config(summary: Summary) -> dict[str, Any]:
-    return {
-        "name": summary.compactor_name,
-        "version": summary.compactor_version,
-        "model": summary.model,
-        "prompt_template_version": summary.prompt_template_version,
-        "algorithm_version": summary.algorithm_version,
-        "token_budget": summary.token_budget,
-        "tool_schema_version": summary.tool_schema_version,
-    }
+    return summary_dict(
+        summary,
+        SUMMARY_REF_FIELDS,
+        created_at=_iso(summary.created_at),
+        purged=summary_unavailable(summary),
+        url=f"/summaries/{summary.summary_id}/",
+        diff_url=reverse("memoryhub:summary-diff", args=[summary.summary_id]),
+    )
 
 
 def validation_records(summary: Summary) -> list[dict[str, Any]]:
     """Every validator run over the summary, oldest first, with failed and waived checks spelled out."""
-    out = []
-    for v in summary.validations.order_by("created_at", "id"):
-        out.append(
-            {
-                "id": v.pk,
-                "validator_version": v.validator_version,
-                "passed": v.passed,
-                "mandatory_coverage": v.mandatory_coverage,
-                "checks": v.checks_with_state(),
-                "failed_checks": v.failed_checks,
-                "reasons": v.reasons,
-                "waived_checks": v.waived_checks,
-                "waived_by": v.waived_by,
-                "actor": v.actor,
-                "created_at": _iso(v.created_at),
-            }
+    return [
+        validation_dict(
+            v, VALIDATION_RECORD_FIELDS, checks=v.checks_with_state(), created_at=_iso(v.created_at)
         )
-    return out
+        for v in summary.validations.order_by("created_at", "id")
+    ]
 
 
 def job_ref(job: CompactionJob | None) -> dict[str, Any] | None:
@@ -131,52 +140,42 @@ def summary_job(summary: Summary) -> CompactionJob | None:
     return CompactionJob.objects.filter(summary=summary).order_by("-created_at").first()
 
 
+# The lifecycle history in a lineage hop: the prior active summary by its id, the time last.
+LIFECYCLE_FIELDS = (
+    "id",
+    *LIFECYCLE_CHANGE_FIELDS,
+    "prior_active_summary",
+    "source_revision_at_activation",
+    "at",
+)
+# A consumer trace as a lineage hop starts: what it read, how, and what it flagged.
+TRACE_REF_FIELDS = (
+    "trace_id",
+    *TRACE_CALL_FIELDS,
+    "at",
+    *TRACE_READ_FIELDS,
+    *TRACE_RUN_FIELDS,
+    "source_refs",
+    "flags",
+)
+
+
 def lifecycle_events(summary: Summary) -> list[dict[str, Any]]:
     """The summary's append-only lifecycle history (validations, activations incl. stale ones, …)."""
     rows = summary.lifecycle_events.select_related("prior_active_summary").order_by("at", "id")
     return [
-        {
-            "id": e.pk,
-            "action": e.action,
-            "result": e.result,
-            "from_status": e.from_status,
-            "to_status": e.to_status,
-            "actor": e.actor,
-            "actor_kind": e.actor_kind,
-            "task_attempt_id": e.task_attempt_id,
-            "reason": e.reason,
-            "expected_revision": e.expected_revision,
-            "observed_revision": e.observed_revision,
-            "prior_active_summary": e.prior_active_summary.summary_id if e.prior_active_summary else None,
-            "source_revision_at_activation": e.source_revision_at_activation,
-            "at": _iso(e.at),
-        }
+        lifecycle_event_dict(
+            e,
+            LIFECYCLE_FIELDS,
+            prior_active_summary=e.prior_active_summary.summary_id if e.prior_active_summary else None,
+            at=_iso(e.at),
+        )
         for e in rows
     ]
 
 
 def trace_ref(trace: ConsumerTrace) -> dict[str, Any]:
-    return {
-        "trace_id": trace.pk,
-        "agent": trace.agent,
-        "agent_run_id": trace.agent_run_id,
-        "model_call_id": trace.model_call_id,
-        "model": trace.model,
-        "at": _iso(trace.at),
-        "summary_status_at_read": trace.summary_status_at_read,
-        "summary_watermark": trace.summary_watermark,
-        "tail_to_seq": trace.tail_to_seq,
-        "head_seq_at_read": trace.head_seq_at_read,
-        "context_id": trace.context_id,
-        "manifest_hash": trace.manifest_hash,
-        "graph_release": trace.graph_release,
-        "thread_id": trace.thread_id,
-        "checkpoint_id": trace.checkpoint_id,
-        "fallback_reason": trace.fallback_reason,
-        "input_tokens": trace.input_tokens,
-        "source_refs": trace.source_refs,
-        "flags": trace.flags,
-    }
+    return trace_dict(trace, TRACE_REF_FIELDS, at=_iso(trace.at))
 
 
 def trace_lineage(trace: ConsumerTrace) -> dict[str, Any]:

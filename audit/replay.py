@@ -13,13 +13,47 @@ from typing import Any
 from django.utils import timezone
 
 from audit.content import range_label, runs, summary_unavailable
-from audit.lineage import compactor_config, job_ref, summary_job, validation_records
+from audit.lineage import job_ref, summary_job, validation_records
 from memoryhub.context.assembly import manifest_hash, parse_context_id, recompute_manifest_hash
 from memoryhub.core.canonical import hash_text, sha256_hex
 from memoryhub.core.errors import InvalidInput, NotFound
+from memoryhub.memory.summaries import compactor_config, summary_dict, trace_dict
 from memoryhub.models import ConsumerTrace, Event, Summary, Tenant
+from memoryhub.models.workflows import EVENT_CLIENT_FIELDS
 
 BUNDLE_SCHEMA = "memoryhub.replay/v1"
+# The summary a replay runs on: its bytes (unless purged), whether they hash right, what it covers.
+BUNDLE_SUMMARY_FIELDS = (
+    "summary_id",
+    "version",
+    "status",
+    "status_at_read",
+    "content_schema",
+    "content",
+    "content_hash",
+    "hash_verified",
+    "covers_from_seq",
+    "covers_to_seq",
+    "source_revision",
+    "source_refs",
+    "excluded_categories",
+    "token_count",
+    "storage_location",
+)
+# The model call being replayed.
+BUNDLE_TRACE_FIELDS = (
+    "trace_id",
+    "agent",
+    "agent_run_id",
+    "model_call_id",
+    "at",
+    "flags",
+    "input_tokens",
+    "source_refs",
+    "head_seq_at_read",
+    "thread_id",
+    "fallback_reason",
+)
 
 
 def get_trace(tenant: Tenant, trace_id: str | int) -> ConsumerTrace:
@@ -39,21 +73,8 @@ def get_trace(tenant: Tenant, trace_id: str | int) -> ConsumerTrace:
 
 
 def _event_dict(e: Event) -> dict[str, Any]:
-    return {
-        "seq": e.seq,
-        "client_event_id": e.visible_client_event_id,
-        "kind": e.kind,
-        "agent": e.agent,
-        "role": e.role,
-        "content": e.content,
-        "content_hash": e.content_hash,
-        "token_count": e.token_count,
-        "tool_call_id": e.visible_tool_call_id,
-        "facts": e.facts,
-        "refs": e.refs,
-        "side_effect": e.side_effect,
-        "created_at": e.created_at.isoformat(),
-    }
+    # Only unpurged events reach the bundle: their ids are shown as sent.
+    return {**{key: getattr(e, key) for key in EVENT_CLIENT_FIELDS}, "created_at": e.created_at.isoformat()}
 
 
 def _missing(part: str, reason: str, **extra: Any) -> dict[str, Any]:
@@ -98,25 +119,15 @@ def replay_bundle(trace: ConsumerTrace) -> dict[str, Any]:
     if summary is not None:
         purged = summary_unavailable(summary)
         content = None if purged else summary.content
-        summary_part = {
-            "summary_id": summary.summary_id,
-            "version": summary.version,
-            "status": summary.status,
-            "status_at_read": trace.summary_status_at_read,
-            "content_schema": summary.content_schema,
-            "content": content,
-            "content_hash": summary.content_hash,
-            "hash_verified": None
+        summary_part = summary_dict(
+            summary,
+            BUNDLE_SUMMARY_FIELDS,
+            status_at_read=trace.summary_status_at_read,
+            content=content,
+            hash_verified=None
             if content is None
             else sha256_hex(content.encode("utf-8")) == summary.content_hash,
-            "covers_from_seq": summary.covers_from_seq,
-            "covers_to_seq": summary.covers_to_seq,
-            "source_revision": summary.source_revision,
-            "source_refs": summary.source_refs,
-            "excluded_categories": summary.excluded_categories,
-            "token_count": summary.token_count,
-            "storage_location": summary.storage_location,
-        }
+        )
         purge = summary.purged_by if purged else None
         if purge is not None:
             unavailable.append(
@@ -178,19 +189,7 @@ def replay_bundle(trace: ConsumerTrace) -> dict[str, Any]:
             "graph_release": workflow.graph_release,
             "head_seq": workflow.head_seq,
         },
-        "trace": {
-            "trace_id": trace.pk,
-            "agent": trace.agent,
-            "agent_run_id": trace.agent_run_id,
-            "model_call_id": trace.model_call_id,
-            "at": trace.at.isoformat(),
-            "flags": trace.flags,
-            "input_tokens": trace.input_tokens,
-            "source_refs": trace.source_refs,
-            "head_seq_at_read": trace.head_seq_at_read,
-            "thread_id": trace.thread_id,
-            "fallback_reason": trace.fallback_reason,
-        },
+        "trace": trace_dict(trace, BUNDLE_TRACE_FIELDS, at=trace.at.isoformat()),
         "context_id": trace.context_id,
         "manifest_hash": trace.manifest_hash,
         "manifest_check": _manifest_check(trace, summary, watermark),

@@ -20,6 +20,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.test import override_settings
 from django.utils import timezone
 
 from audit.models import Purge
@@ -44,7 +45,7 @@ from memoryhub.models import (
     Workflow,
 )
 from memoryhub.observe.alerting.services import create_channel, create_rule, update_rule
-from memoryhub.pipeline.jobs import idempotency_key
+from memoryhub.pipeline.jobs import idempotency_key, request_compaction, run_job
 from triggers.models import TriggerDecision
 from triggers.services import save_policy
 
@@ -351,6 +352,17 @@ def imported_job(
             }
         ],
     )
+
+
+def failed_job(workflow: Workflow) -> CompactionJob:
+    """A compaction job the worker ran and FAILED (``request_compaction`` then ``run_job``): an LLM
+    compactor configured when the job was requested and unconfigured by the time it runs."""
+    with override_settings(MEMORYHUB_LLM_BASE_URL="http://127.0.0.1:9/v1"):
+        job, _ = request_compaction(workflow, compactor="openai-chat-v1", actor=TEST_ACTOR)
+    with override_settings(MEMORYHUB_LLM_BASE_URL=""):
+        assert run_job(job.pk, f"task-{uuid.uuid4().hex[:8]}") == "failed"
+    job.refresh_from_db()
+    return job
 
 
 def decision_row_bypassing_services(

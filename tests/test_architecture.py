@@ -6,6 +6,8 @@ grimp's import graph (the same graph `lint-imports` builds), so a test can also 
 import to a copy of the graph and watch the contract break.
 """
 
+import ast
+import re
 import subprocess
 import sys
 import tomllib
@@ -83,3 +85,179 @@ def test_no_module_uses_a_pre_restructuring_path():
         timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- tests reach states through the services --------------------------------------------------
+
+TESTS = ROOT / "tests"
+ORM_WRITES = {"create", "bulk_create", "get_or_create", "update_or_create", "update", "bulk_update", "delete"}
+# Rollups are a cache of counts: tests remove them to compare the rolled-up and live answers.
+CACHE_MODELS = {"MetricSample"}
+
+
+def _domain_models() -> set[str]:
+    from django.apps import apps  # the app registry is ready only once pytest-django set Django up
+
+    return {
+        model.__name__
+        for model in apps.get_models()
+        if model._meta.app_label in ("memoryhub", "audit", "triggers")
+    } - CACHE_MODELS
+
+
+def _is_impossible_state_mark(node: ast.expr, marks: set[str]) -> bool:
+    """``pytest.mark.impossible_state(...)``, or a module-level name bound to one."""
+    if isinstance(node, ast.Name):
+        return node.id in marks
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "impossible_state"
+    )
+
+
+def _receiver_model(call: ast.Call) -> str | None:
+    """``Summary`` for ``Summary.objects.filter(...).update(...)`` and the like."""
+    node: ast.expr = call.func
+    while isinstance(node, ast.Attribute | ast.Call):
+        node = node.func if isinstance(node, ast.Call) else node.value
+        if isinstance(node, ast.Attribute) and node.attr in ("objects", "_base_manager"):
+            return node.value.id if isinstance(node.value, ast.Name) else None
+    return None
+
+
+def _direct_writes(func: ast.FunctionDef, models: set[str]) -> list[str]:
+    """The direct state writes in ``func`` outside a ``pytest.raises`` block (a refused write is
+    the subject of a guard test, not a state): ORM writes on domain models, ``.save()``, a
+    ``status`` written by any of them, raw SQL that sets a status, ``…_bypassing_services`` calls."""
+    refused: set[int] = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.With) and any(
+            isinstance(item.context_expr, ast.Call) and ast.unparse(item.context_expr.func) == "pytest.raises"
+            for item in node.items
+        ):
+            refused.update(id(inner) for inner in ast.walk(node))
+    found = []
+    for node in ast.walk(func):
+        if id(node) in refused:
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            writes_status = any(k.arg == "status" for k in node.keywords)
+            if (
+                (name in ORM_WRITES and (_receiver_model(node) in models or writes_status))
+                or name == "save"
+                or name.endswith("_bypassing_services")
+            ):
+                found.append(f"{func.name}:{node.lineno} {ast.unparse(node.func)}")
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and re.search(r"\bSET\s+status\b", node.value, re.IGNORECASE)
+        ):
+            found.append(f"{func.name}:{node.lineno} raw SQL setting a status")
+    return found
+
+
+def _marks_in(tree: ast.Module) -> set[str]:
+    """Module-level names bound to an impossible_state mark, here or imported from another test module."""
+    marks = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and _is_impossible_state_mark(stmt.value, set()):
+            marks |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+        elif isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("tests."):
+            module = ROOT / (stmt.module or "").replace(".", "/")
+            theirs = _marks_in(ast.parse(module.with_suffix(".py").read_text()))
+            marks |= {alias.asname or alias.name for alias in stmt.names if alias.name in theirs}
+    return marks
+
+
+def _unmarked_state_writes(where: str, source: str, models: set[str]) -> list[str]:
+    tree = ast.parse(source)
+    marks = _marks_in(tree)
+    module_marked = any(
+        isinstance(stmt, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in stmt.targets)
+        and any(_is_impossible_state_mark(n, marks) for n in ast.walk(stmt.value) if isinstance(n, ast.expr))
+        for stmt in tree.body
+    )
+    functions = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)]
+    writes = {f.name: _direct_writes(f, models) for f in functions}
+    # A helper or fixture of the module that writes directly taints the tests that use it.
+    tainted = {name for name, found in writes.items() if found}
+    grew = True
+    while grew:
+        grew = False
+        for f in functions:
+            if f.name in tainted:
+                continue
+            used = {n.id for n in ast.walk(f) if isinstance(n, ast.Name)} | {a.arg for a in f.args.args}
+            if used & tainted:
+                tainted.add(f.name)
+                grew = True
+    problems = []
+    for f in functions:
+        if not f.name.startswith("test_") or f.name not in tainted or module_marked:
+            continue
+        if not any(_is_impossible_state_mark(d, marks) for d in f.decorator_list):
+            helpers = {n.id for n in ast.walk(f) if isinstance(n, ast.Name)} | {a.arg for a in f.args.args}
+            found = writes[f.name] or sorted(helpers & tainted)
+            problems.append(f"{where}::{f.name}: {found}")
+    if not any(f.name.startswith("test_") for f in functions):
+        # A helper module (tests/factories.py among them): no test to mark, so a builder that
+        # bypasses the services says so in its name, as tests/factories.py's docstring asks.
+        problems += [
+            f"{where}: {w}"
+            for f in functions
+            if not (f.name.endswith("_bypassing_services") or f.name.startswith("imported_"))
+            for w in writes[f.name]
+        ]
+    return problems
+
+
+def test_tests_reach_states_through_the_services():
+    """A test that writes rows, a status or anything a service owns directly (or uses a helper that
+    does) carries ``@pytest.mark.impossible_state("why")``: every other state comes from
+    tests/factories.py, built on the services — so a shortcut such as an ``activate()`` that wrote
+    ``status=ACTIVE`` itself cannot hide in a test module."""
+    models = _domain_models()
+    problems = [
+        problem
+        for path in sorted(TESTS.rglob("*.py"))
+        if path != Path(__file__)  # this module holds shortcuts as examples
+        for problem in _unmarked_state_writes(str(path.relative_to(ROOT)), path.read_text(), models)
+    ]
+    assert not problems, "direct state writes without an impossible_state mark:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def test_x(wf):\n    Summary.objects.filter(workflow=wf).update(status=SummaryStatus.ACTIVE)\n",
+        "def test_x(s):\n    s.status = 'ACTIVE'\n    s.save()\n",
+        "def test_x(q):\n    q.update(status='ACTIVE')\n",
+        "def test_x(wf):\n    ContextPolicy.objects.create(workflow=wf, require_approval=True)\n",
+        "import pytest\n@pytest.fixture\ndef wf(tenant):\n    return Workflow.objects.create(tenant=tenant)\n"
+        "def test_x(wf):\n    pass\n",
+        "def test_x(cur):\n    cur.execute(\"UPDATE memoryhub_summary SET status = 'ACTIVE'\")\n",
+    ],
+)
+def test_the_state_write_check_catches_a_shortcut_in_a_test(source):
+    models = _domain_models()
+    assert _unmarked_state_writes("example", source, models)
+    marked = "import pytest\n" + source.replace(
+        "def test_x", '@pytest.mark.impossible_state("why")\ndef test_x'
+    )
+    assert not _unmarked_state_writes("example", marked, models)
+
+
+def test_the_state_write_check_catches_a_factory_that_writes_the_status():
+    # The shortcut that started this check: a factory "activating" by writing ACTIVE itself.
+    source = (
+        "def activate(summary):\n"
+        "    Summary.objects.filter(pk=summary.pk).update(status=SummaryStatus.ACTIVE)\n"
+        "    return summary\n"
+    )
+    assert _unmarked_state_writes("factories", source, _domain_models())
+    named = source.replace("def activate", "def activation_bypassing_services")
+    assert not _unmarked_state_writes("factories", named, _domain_models())

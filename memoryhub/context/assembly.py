@@ -29,8 +29,9 @@ from rest_framework.fields import DateTimeField
 from audit.models import Purge
 from memoryhub.core.canonical import hash_value
 from memoryhub.core.errors import Conflict, InvalidInput
+from memoryhub.memory.summaries import summary_dict
 from memoryhub.models import Event, Summary, Workflow
-from memoryhub.models.workflows import EVENT_API_FIELDS, masked_identifier
+from memoryhub.models.workflows import EVENT_API_FIELDS, EVENT_CLIENT_FIELDS, masked_identifier
 
 MANIFEST_SCHEMA = "memoryhub.context-manifest/v1"
 CONTEXT_ID_PREFIX = "ctx_"
@@ -130,23 +131,32 @@ def served_summary(workflow: Workflow) -> Summary | None:
     return summary
 
 
+# The summary a context read serves: parsed content, the compactor by name.
+CONTEXT_SUMMARY_FIELDS = (
+    "summary_id",
+    "version",
+    "status",
+    "covers_from_seq",
+    "covers_to_seq",
+    "content",
+    "content_hash",
+    "token_count",
+    "compactor",
+    "source_refs",
+)
+
+
 def _summary_out(summary: Summary) -> dict[str, Any]:
-    return {
-        "summary_id": summary.summary_id,
-        "version": summary.version,
-        "status": summary.status,
-        "covers_from_seq": summary.covers_from_seq,
-        "covers_to_seq": summary.covers_to_seq,
-        "content": json.loads(summary.content),
-        "content_hash": summary.content_hash,
-        "token_count": summary.token_count,
-        "compactor": summary.compactor_name,
-        "source_refs": summary.source_refs,
-    }
+    return summary_dict(
+        summary,
+        CONTEXT_SUMMARY_FIELDS,
+        content=json.loads(summary.content),
+        compactor=summary.compactor_name,
+    )
 
 
 def _event_out(row: dict[str, Any], purge_ids: dict[int, str]) -> dict[str, Any]:
-    out = {key: row[key] for key in EVENT_API_FIELDS[:-3]}
+    out = {key: row[key] for key in EVENT_CLIENT_FIELDS}
     out["created_at"] = _DATETIME.to_representation(row["created_at"])
     out["purged_at"] = _DATETIME.to_representation(row["purged_at"]) if row["purged_at"] else None
     out["purge_id"] = purge_ids.get(row["purge_id"]) if row["purge_id"] else None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,27 +35,11 @@ from memoryhub.core.canonical import hash_value
 from memoryhub.core.errors import Conflict, InvalidInput
 from memoryhub.memory.quality_service import missed_compaction
 from memoryhub.models import Artifact, ConsumerTrace, Summary, SummaryStatus, TraceFlag, Workflow
+from memoryhub.models.traces import TRACE_INPUT_FIELDS
 
 VALIDATED_STATUSES = {SummaryStatus.VALIDATED, SummaryStatus.ACTIVE, SummaryStatus.SUPERSEDED}
 HASH_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 
-TRACE_FIELDS = {
-    "agent",
-    "agent_run_id",
-    "model_call_id",
-    "model",
-    "summary_id",
-    "tail_to_seq",
-    "context_id",
-    "manifest_hash",
-    "source_refs",
-    "graph_release",
-    "thread_id",
-    "checkpoint_id",
-    "input_tokens",
-    "fallback_retrieval",
-    "fallback_reason",
-}
 # What must match for a repeated model_call_id to be "the same trace" (a retry), not a conflict.
 TRACE_IDENTITY = ("agent", "agent_run_id", "summary_id", "tail_to_seq", "context_id", "manifest_hash")
 
@@ -105,7 +90,7 @@ def _hash(data: dict[str, Any], key: str) -> str:
     return value
 
 
-def _object(data: Any, allowed: set[str]) -> dict[str, Any]:
+def _object(data: Any, allowed: AbstractSet[str]) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidInput("request body must be a JSON object", code="invalid_body")
     unknown = set(data) - allowed
@@ -139,7 +124,7 @@ class TraceIn:
 
 def parse_trace(data: Any) -> TraceIn:
     """Validate a trace body (API shape); raises InvalidInput naming the field."""
-    data = _object(data, TRACE_FIELDS)
+    data = _object(data, TRACE_INPUT_FIELDS)
     summary_id = data.get("summary_id")
     if summary_id is not None and (not isinstance(summary_id, str) or not summary_id):
         raise _bad("summary_id", "must be a summary id or null")

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from operator import attrgetter
 from typing import Any, cast
 
 from django.conf import settings
@@ -38,6 +39,7 @@ from memoryhub.models import (
     ValidationRecord,
     Workflow,
 )
+from memoryhub.models.traces import TRACE_CALL_FIELDS, TRACE_READ_FIELDS
 
 SUPPORTED_SCHEMAS = frozenset({SUMMARY_SCHEMA, OPAQUE_SCHEMA})
 # "salient": optional {class: [token]} of identifiers, paths, numbers… kept verbatim (extractive-v2).
@@ -430,77 +432,131 @@ def verify_summary(summary: Summary) -> dict[str, Any]:
     }
 
 
-def validation_dict(record: ValidationRecord) -> dict[str, Any]:
+# -- the shapes readers serve -----------------------------------------------------------------------
+# A record is shown by naming its fields, in the order a reader serves them. Each field is read one
+# way: by a reader below, else as the model attribute of that name. A caller's keyword values give a
+# field the form it serves (an ISO date, parsed content) or add one of its own (a URL). The summary
+# page, the API, lineage, replay and the context read all pick from these definitions.
+
+
+def _shape(
+    record: Any, fields: Iterable[str], readers: dict[str, Callable[[Any], Any]], values: dict[str, Any]
+) -> dict[str, Any]:
+    fields = tuple(fields)
+    if unknown := values.keys() - set(fields):
+        raise TypeError(f"values for fields not shown: {sorted(unknown)}")
     return {
-        "id": record.pk,
-        "validator_version": record.validator_version,
-        "passed": record.passed,
-        # passed | failed | unverifiable (opaque content: nothing failed, nothing could be read)
-        "result": record.result,
-        "mandatory_coverage": record.mandatory_coverage,
-        "checks": record.checks,
-        "reasons": record.reasons,
-        "waived_checks": record.waived_checks,
-        "waived_by": record.waived_by,
-        "actor": record.actor,
-        "created_at": record.created_at,
+        name: values[name] if name in values else readers.get(name, attrgetter(name))(record)
+        for name in fields
     }
 
 
-def lifecycle_event_dict(event: LifecycleEvent) -> dict[str, Any]:
-    prior = event.prior_active_summary
-    return {
-        "id": event.pk,
-        "at": event.at,
-        "action": event.action,
-        "result": event.result,
-        "from_status": event.from_status,
-        "to_status": event.to_status,
-        "actor": event.actor,
-        "actor_kind": event.actor_kind,
-        "task_attempt_id": event.task_attempt_id,
-        "reason": event.reason,
-        "expected_revision": event.expected_revision,
-        "observed_revision": event.observed_revision,
-        "prior_active_summary_id": prior.summary_id if prior else None,
-        "prior_active_version": prior.version if prior else None,
-        "source_revision_at_activation": event.source_revision_at_activation,
-    }
+def compactor_config(summary: Summary) -> dict[str, Any]:
+    """The compactor configuration recorded with a summary, by its API names."""
+    return {field: getattr(summary, column) for field, column in COMPACTOR_FIELDS.items()}
 
 
-def trace_dict(trace: ConsumerTrace) -> dict[str, Any]:
-    return {
-        "trace_id": trace.pk,
-        "agent": trace.agent,
-        "agent_run_id": trace.agent_run_id,
-        "model_call_id": trace.model_call_id,
-        "model": trace.model,
-        "summary_status_at_read": trace.summary_status_at_read,
-        "summary_watermark": trace.summary_watermark,
-        "tail_to_seq": trace.tail_to_seq,
-        "head_seq_at_read": trace.head_seq_at_read,
-        "context_id": trace.context_id,
-        "manifest_hash": trace.manifest_hash,
-        "flags": trace.flags,
-        "at": trace.at,
-    }
+SUMMARY_READERS: dict[str, Callable[[Summary], Any]] = {
+    "workflow": lambda s: s.workflow.external_id,
+    "compactor": compactor_config,
+    "watermark": attrgetter("covers_to_seq"),
+}
+# The compact list shape (no content).
+SUMMARY_ROW_FIELDS = (
+    "summary_id",
+    "version",
+    "label",
+    "status",
+    "covers_from_seq",
+    "covers_to_seq",
+    "compactor",
+    "token_count",
+    "content_hash",
+    "created_at",
+    "status_changed_at",
+)
+
+
+def summary_dict(summary: Summary, fields: Iterable[str], **values: Any) -> dict[str, Any]:
+    """``fields`` of ``summary``, in that order (see the section comment for ``values``)."""
+    return _shape(summary, fields, SUMMARY_READERS, values)
+
+
+VALIDATION_FIELDS = (
+    "id",
+    "validator_version",
+    "passed",
+    # passed | failed | unverifiable (opaque content: nothing failed, nothing could be read)
+    "result",
+    "mandatory_coverage",
+    "checks",
+    "reasons",
+    "waived_checks",
+    "waived_by",
+    "actor",
+    "created_at",
+)
+
+
+def validation_dict(
+    record: ValidationRecord, fields: Iterable[str] = VALIDATION_FIELDS, **values: Any
+) -> dict[str, Any]:
+    return _shape(record, fields, {}, values)
+
+
+LIFECYCLE_EVENT_READERS: dict[str, Callable[[LifecycleEvent], Any]] = {
+    "prior_active_summary_id": lambda e: (
+        e.prior_active_summary.summary_id if e.prior_active_summary else None
+    ),
+    "prior_active_version": lambda e: e.prior_active_summary.version if e.prior_active_summary else None,
+}
+# What a lifecycle event changed, who asked, and against which revision.
+LIFECYCLE_CHANGE_FIELDS = (
+    "action",
+    "result",
+    "from_status",
+    "to_status",
+    "actor",
+    "actor_kind",
+    "task_attempt_id",
+    "reason",
+    "expected_revision",
+    "observed_revision",
+)
+LIFECYCLE_EVENT_FIELDS = (
+    "id",
+    "at",
+    *LIFECYCLE_CHANGE_FIELDS,
+    "prior_active_summary_id",
+    "prior_active_version",
+    "source_revision_at_activation",
+)
+
+
+def lifecycle_event_dict(
+    event: LifecycleEvent, fields: Iterable[str] = LIFECYCLE_EVENT_FIELDS, **values: Any
+) -> dict[str, Any]:
+    return _shape(event, fields, LIFECYCLE_EVENT_READERS, values)
+
+
+TRACE_READERS: dict[str, Callable[[ConsumerTrace], Any]] = {"trace_id": attrgetter("pk")}
+# A consumer trace on the summary page (what it read, and when).
+TRACE_PAGE_FIELDS = ("trace_id", *TRACE_CALL_FIELDS, *TRACE_READ_FIELDS, "flags", "at")
+
+
+def trace_dict(
+    trace: ConsumerTrace, fields: Iterable[str] = TRACE_PAGE_FIELDS, **values: Any
+) -> dict[str, Any]:
+    return _shape(trace, fields, TRACE_READERS, values)
 
 
 def summary_row(summary: Summary) -> dict[str, Any]:
     """The compact list shape (no content)."""
-    return {
-        "summary_id": summary.summary_id,
-        "version": summary.version,
-        "label": summary.label,
-        "status": summary.status,
-        "covers_from_seq": summary.covers_from_seq,
-        "covers_to_seq": summary.covers_to_seq,
-        "compactor": {"name": summary.compactor_name, "version": summary.compactor_version},
-        "token_count": summary.token_count,
-        "content_hash": summary.content_hash,
-        "created_at": summary.created_at,
-        "status_changed_at": summary.status_changed_at,
-    }
+    return summary_dict(
+        summary,
+        SUMMARY_ROW_FIELDS,
+        compactor={"name": summary.compactor_name, "version": summary.compactor_version},
+    )
 
 
 def summary_detail(summary: Summary, *, traces_shown: int = TRACES_SHOWN) -> dict[str, Any]:
@@ -516,38 +572,42 @@ def summary_detail(summary: Summary, *, traces_shown: int = TRACES_SHOWN) -> dic
     content = None if purged or not summary.content else json.loads(summary.content)
     job = summary.job
     return {
-        "summary_id": summary.summary_id,
-        "workflow": wf.external_id,
-        "version": summary.version,
-        "label": summary.label,
-        "status": summary.status,
-        "content_hash": summary.content_hash,
-        "covers_from_seq": summary.covers_from_seq,
-        "covers_to_seq": summary.covers_to_seq,
-        "token_count": summary.token_count,
+        **summary_dict(
+            summary,
+            (
+                "summary_id",
+                "workflow",
+                "version",
+                "label",
+                "status",
+                "content_hash",
+                "covers_from_seq",
+                "covers_to_seq",
+                "token_count",
+            ),
+        ),
         # 1. identity
-        "identity": {
-            "summary_id": summary.summary_id,
-            "workflow": wf.external_id,
-            "version": summary.version,
-            "label": summary.label,
-            "created_at": summary.created_at,
-            "created_by": summary.created_by,
-            "job": {"job_id": job.pk, "status": job.status, "idempotency_key": job.idempotency_key}
+        "identity": summary_dict(
+            summary,
+            ("summary_id", "workflow", "version", "label", "created_at", "created_by", "job"),
+            job={"job_id": job.pk, "status": job.status, "idempotency_key": job.idempotency_key}
             if job
             else None,
-        },
+        ),
         # 2. source lineage
-        "source_lineage": {
-            "covers_from_seq": summary.covers_from_seq,
-            "covers_to_seq": summary.covers_to_seq,
-            "watermark": summary.covers_to_seq,
-            "source_revision": summary.source_revision,
-            "source_refs": summary.source_refs,
-            "excluded_categories": summary.excluded_categories,
-        },
+        "source_lineage": summary_dict(
+            summary,
+            (
+                "covers_from_seq",
+                "covers_to_seq",
+                "watermark",
+                "source_revision",
+                "source_refs",
+                "excluded_categories",
+            ),
+        ),
         # 3. compactor configuration
-        "compactor": {field: getattr(summary, column) for field, column in COMPACTOR_FIELDS.items()},
+        "compactor": compactor_config(summary),
         # 4. validation record(s), newest first
         "validation": {
             "latest": validation_dict(validations[0]) if validations else None,

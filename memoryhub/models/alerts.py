@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, TypedDict
+
 from django.db import models
 from django.db.models import Q
 
@@ -120,6 +122,43 @@ RULE_DEFINITION_FIELDS = (
     "interval_seconds",
     "workflow_filter",
 )
+# The inclusive bounds of a rule's numbers (a week-long window at most, an evaluation every minute to
+# once a day). clean_rule enforces them and the rule form and the API schema state them, all from
+# here (rule_range), as the text lengths from the model fields (rule_max_length).
+RULE_RANGES = {
+    "window_minutes": (1, 7 * 24 * 60),
+    "interval_seconds": (60, 86_400),
+}
+
+
+class ValueRange(TypedDict):
+    """Keyword arguments of a form or serializer integer field."""
+
+    min_value: int
+    max_value: int
+
+
+def rule_range(name: str) -> ValueRange:
+    low, high = RULE_RANGES[name]
+    return ValueRange(min_value=low, max_value=high)
+
+
+def _rule_field(name: str) -> models.Field:
+    field = AlertRule._meta.get_field(name)
+    assert isinstance(field, models.Field), name
+    return field
+
+
+def rule_max_length(name: str) -> int:
+    """The longest text rule field ``name`` holds (its model field's max_length)."""
+    max_length = _rule_field(name).max_length
+    assert max_length is not None, name
+    return max_length
+
+
+def rule_default(name: str) -> Any:
+    """The value a new rule takes for ``name`` when none is given (the model field's default)."""
+    return _rule_field(name).get_default()
 
 
 class AlertEvaluation(models.Model):

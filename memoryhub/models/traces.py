@@ -21,6 +21,54 @@ class TraceFlag(models.TextChoices):
     MISSED_COMPACTION = "missed_compaction"
 
 
+# A consumer trace's fields in groups, so each reader (the traces API, the summary page, lineage,
+# replay) names the groups it shows in its own order and no list is copied:
+# the model call,
+TRACE_CALL_FIELDS = ("agent", "agent_run_id", "model_call_id", "model")
+# what it read and how that compared with the history at the time,
+TRACE_READ_FIELDS = (
+    "summary_status_at_read",
+    "summary_watermark",
+    "tail_to_seq",
+    "head_seq_at_read",
+    "context_id",
+    "manifest_hash",
+)
+# and where it ran and at what cost.
+TRACE_RUN_FIELDS = ("graph_release", "thread_id", "checkpoint_id", "fallback_reason", "input_tokens")
+# A consumer trace as the traces API serves it.
+TRACE_API_FIELDS = (
+    "trace_id",
+    "workflow",
+    *TRACE_CALL_FIELDS,
+    "summary_id",
+    "summary_version",
+    *TRACE_READ_FIELDS,
+    "source_refs",
+    *TRACE_RUN_FIELDS,
+    "flags",
+    "actor",
+    "at",
+)
+# What the server works out itself when it records a trace (what the summary was at read time, the
+# head then, the flags) or takes from the request (workflow, actor, time).
+TRACE_DERIVED_FIELDS = frozenset(
+    {
+        "trace_id",
+        "workflow",
+        "summary_version",
+        "summary_status_at_read",
+        "summary_watermark",
+        "head_seq_at_read",
+        "flags",
+        "actor",
+        "at",
+    }
+)
+# What a consumer may send: the rest of what is served, and whether the call fell back to retrieval.
+TRACE_INPUT_FIELDS = frozenset(TRACE_API_FIELDS) - TRACE_DERIVED_FIELDS | {"fallback_retrieval"}
+
+
 class ConsumerTrace(models.Model):
     """One agent model call and exactly which memory it consumed."""
 

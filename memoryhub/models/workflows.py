@@ -138,14 +138,14 @@ EVENT_STORED_COLUMNS = (
     "side_effect",
     "created_at",
 )
-# An event as the events API and the context read serve it: the stored columns a client sent or
-# can check, then the purge marks.
-EVENT_API_FIELDS = (
+# The stored columns a client sent or can check, as every reader serves them (the events API, the
+# context read, a replay bundle); a purged event's ids are shown as digests (``masked_identifier``).
+EVENT_CLIENT_FIELDS = (
     "seq",
-    *(c for c in EVENT_STORED_COLUMNS if c not in ("workflow_id", "seq", "cum_tokens")),
-    "purged_at",
-    "purge_id",
+    *(c for c in EVENT_STORED_COLUMNS if c not in ("workflow_id", "seq", "cum_tokens", "created_at")),
 )
+# An event as the events API and the context read serve it: those, when it was stored, the purge marks.
+EVENT_API_FIELDS = (*EVENT_CLIENT_FIELDS, "created_at", "purged_at", "purge_id")
 
 
 class Event(models.Model):

@@ -124,6 +124,9 @@ def test_investigation_is_saved_with_an_audit_entry(incident):
     assert entry.data["investigation"] == inv.pk and entry.data["verdict"] == "compaction_omission"
 
 
+@pytest.mark.impossible_state(
+    "record_artifact requires a producer; an artifact imported or recorded before that rule has none"
+)
 def test_artifact_without_trace(tenant):
     wf = f.make_workflow(tenant, "wf-untraced")
     f.history(wf, 5, {2: "the 401 rule"})

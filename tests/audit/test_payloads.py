@@ -102,6 +102,9 @@ def test_validation_and_lifecycle_text_is_purged_while_rows_and_chain_stay(tenan
     assert verify_chain(tenant)["ok"] is True  # digests kept: the chain still verifies
 
 
+@pytest.mark.impossible_state(
+    "a validation record no validator wrote, bulk-inserted to test the payload split of bulk_create itself"
+)
 def test_bulk_inserted_rows_get_their_payloads_too(tenant):
     wf = make_workflow(tenant, "wf-b")
     append(wf, [event(1)])

@@ -13,6 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memoryhub.models import AlertRule, Channel
+from memoryhub.models.alerts import RULE_RANGES, rule_max_length
 from memoryhub.observe.alerting.deliver import SYSTEM_ACTOR, disable_channel
 from memoryhub.observe.alerting.evaluate import evaluate_due_rules
 from memoryhub.observe.alerting.services import update_rule
@@ -110,6 +111,42 @@ def test_form_shows_service_validation_errors(alice, tenant):
     )
     assert "does not apply to counter metric" in unescape(response.content.decode())
     assert not AlertRule.objects.filter(name="Tail pressure").exists()
+
+
+def rule_body(**overrides):
+    """``rule_form`` as a JSON body for the API."""
+    numbers = ("warning_threshold", "critical_threshold", "window_minutes", "interval_seconds")
+    body = {
+        k: float(v) if k in numbers[:2] else int(v) if k in numbers else v for k, v in rule_form().items()
+    }
+    return {**body, "enabled": True, **overrides}
+
+
+def _limit_cases(outside: bool) -> list[tuple[str, object]]:
+    """Each rule limit's first value outside it (or its last value inside), from the one definition."""
+    step = 1 if outside else 0
+    cases: list[tuple[str, object]] = []
+    for field, (low, high) in RULE_RANGES.items():
+        cases += [(field, low - step), (field, high + step)]
+    cases += [(field, "x" * (rule_max_length(field) + step)) for field in ("name", "workflow_filter")]
+    return cases
+
+
+@pytest.mark.parametrize(("field", "value"), _limit_cases(outside=True))
+def test_the_form_and_the_api_refuse_the_same_out_of_range_values(alice, tenant, field, value):
+    page = form_post(alice.web, "/alerts/rules/new/", rule_form(**{field: str(value)}))
+    assert page.status_code == 200 and 'class="errorlist' in page.content.decode()
+    api = alice.api.post("/api/v1/alert-rules/", rule_body(**{field: value}), format="json")
+    assert api.status_code == 400 and api.json()["field"] == field, api.json()
+    assert not AlertRule.objects.filter(tenant=tenant, is_default=False).exists()
+
+
+@pytest.mark.parametrize(("field", "value"), _limit_cases(outside=False))
+def test_the_form_and_the_api_accept_the_same_edge_values(alice, tenant, field, value):
+    assert form_post(alice.web, "/alerts/rules/new/", rule_form(**{field: str(value)})).status_code == 302
+    api = alice.api.post("/api/v1/alert-rules/", rule_body(**{field: value}), format="json")
+    assert api.status_code == 201, api.json()
+    assert AlertRule.objects.filter(tenant=tenant, is_default=False, **{field: value}).count() == 2
 
 
 def test_rule_page_charts_value_against_thresholds(alice, tenant):

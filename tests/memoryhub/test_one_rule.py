@@ -30,9 +30,9 @@ from tests.factories import (
     build_workflow,
     candidate,
     content_for,
+    require_approval,
     validated,
 )
-from triggers.models import ContextPolicy
 
 pytestmark = pytest.mark.django_db
 
@@ -59,7 +59,7 @@ def _scene(tenant, approval: str) -> dict[str, Summary]:
         "QUARANTINED": lifecycle.quarantine(validated(wf, 1, 30), REVIEWER, "second look"),
     }
     if approval != "off":
-        ContextPolicy.objects.create(tenant=tenant, workflow=wf, require_approval=True)
+        require_approval(tenant, wf)
     fresh = {name: Summary.objects.get(pk=s.pk) for name, s in summaries.items()}
     if approval == "approved":
         for s in fresh.values():

@@ -16,6 +16,8 @@ from memoryhub.observe import metrics, reports
 from tests.memoryhub.test_pages import build_story
 
 pytestmark = pytest.mark.django_db
+# Tenancy stamps a tenant's creation now; these windows must reach back before its first rows.
+backdated = pytest.mark.impossible_state("a tenant's creation date moved back behind the tenancy service")
 
 
 def live_only(tenant, window, now):
@@ -39,6 +41,7 @@ def busy_tenant(tenant):
 
 
 @pytest.mark.parametrize("window_key", ["1h", "24h", "7d", "30d"])
+@backdated
 def test_rollups_and_live_counts_agree_with_counting_every_row(busy_tenant, window_key):
     tenant = busy_tenant
     tenant.created_at = timezone.now() - timedelta(days=40)
@@ -61,6 +64,7 @@ def test_rollups_and_live_counts_agree_with_counting_every_row(busy_tenant, wind
         assert sum(got.counts["compaction"]) == 3 and sum(got.counts["stale"]) == 3
 
 
+@backdated
 def test_a_fully_rolled_up_window_reads_no_rows_but_the_current_bucket(busy_tenant):
     tenant = busy_tenant
     tenant.created_at = timezone.now() - timedelta(days=40)
@@ -76,6 +80,7 @@ def test_a_fully_rolled_up_window_reads_no_rows_but_the_current_bucket(busy_tena
     assert reports.overview_series(tenant, window, now).counts == live_only(tenant, window, now).counts
 
 
+@backdated
 def test_rollup_metrics_command_backfills_once_and_refuses_unknown_tenants(tenant):
     tenant.created_at = timezone.now() - timedelta(days=2)
     tenant.save(update_fields=["created_at"])

@@ -11,9 +11,10 @@ import time_machine
 from django.utils import timezone
 
 from memoryhub.memory.events import EVENTS_PER_PAGE
-from memoryhub.models import CompactionJob, JobStatus, Workflow
+from memoryhub.models import Workflow
 from memoryhub.observe import browse, detail, metrics, reports
 from memoryhub.observe.reports import MAX_GAP_RANGES, WINDOWS, Slots
+from tests.factories import failed_job
 from tests.memoryhub.test_pages import build_story
 
 NOW = datetime(2025, 3, 14, 12, 7, 30, tzinfo=UTC)
@@ -152,16 +153,7 @@ def test_acceptance_over_no_finished_compactions_is_none(tenant):
 @pytest.mark.django_db
 def test_acceptance_counts_failed_jobs_and_matches_the_registry(tenant):
     story = build_story(tenant)
-    CompactionJob.objects.create(
-        tenant=tenant,
-        workflow=story.workflow,
-        source_revision=1,
-        compactor="c1",
-        idempotency_key="failed-one",
-        status=JobStatus.FAILED,
-        started_at=timezone.now(),
-        finished_at=timezone.now(),
-    )
+    failed_job(story.workflow)
     window, now = WINDOWS["24h"], timezone.now()
     series = reports.overview_series(tenant, window, now)
     assert series.acceptance_total == 0.5  # the accepted S2 job and the failed one

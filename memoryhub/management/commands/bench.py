@@ -97,7 +97,8 @@ BENCHMARKS = {
     "audit": _audit,
     "activation": _activation,
 }
-# The tree `bench activation` compares against: main before the write-path work (issue #21).
+# The tree `bench activation` compares against: main before the write-path work (one round-trip
+# activation, sequenced audit entries).
 ACTIVATION_BASELINE = "c6dff78"
 # Run only when named (minutes at 100k events; pure Python, no database).
 EXPLICIT_ONLY = {"quality"}

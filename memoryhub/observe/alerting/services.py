@@ -22,7 +22,7 @@ from memoryhub.core.actors import Actor
 from memoryhub.core.errors import InvalidInput
 from memoryhub.core.moments import BadMoment, check_moment, parse_moment_text
 from memoryhub.models import AlertEvaluation, AlertRule, Channel, ChannelKind, Comparator, Tenant
-from memoryhub.models.alerts import RULE_DEFINITION_FIELDS
+from memoryhub.models.alerts import RULE_DEFINITION_FIELDS, RULE_RANGES, rule_default, rule_max_length
 from memoryhub.observe.metrics import METRICS
 
 RULE_FIELDS = {*RULE_DEFINITION_FIELDS, "channels", "enabled", "muted_until"}
@@ -48,8 +48,6 @@ CHANNEL_READ_ONLY = {
     "rules",
     "enabled",
 }
-MIN_INTERVAL, MAX_INTERVAL = 60, 86_400
-MAX_WINDOW_MINUTES = 7 * 24 * 60
 MAX_MUTE = timedelta(days=30)
 
 
@@ -137,7 +135,7 @@ def clean_rule(tenant: Tenant, data: dict[str, Any], rule: AlertRule | None = No
     creating = rule is None
     out: dict[str, Any] = {}
     if creating or "name" in data:
-        out["name"] = _text(data, "name", 200, required=True)
+        out["name"] = _text(data, "name", rule_max_length("name"), required=True)
     if creating or "metric" in data:
         metric = data.get("metric")
         if not isinstance(metric, str) or metric not in METRICS:
@@ -181,16 +179,11 @@ def clean_rule(tenant: Tenant, data: dict[str, Any], rule: AlertRule | None = No
         if (upward and critical < warning) or (not upward and critical > warning):
             direction = "at or above" if upward else "at or below"
             raise _bad("critical_threshold", f"must be {direction} the warning threshold", "threshold_order")
-    if creating or "window_minutes" in data:
-        out["window_minutes"] = _integer(
-            data.get("window_minutes", 15), "window_minutes", 1, MAX_WINDOW_MINUTES
-        )
-    if creating or "interval_seconds" in data:
-        out["interval_seconds"] = _integer(
-            data.get("interval_seconds", 60), "interval_seconds", MIN_INTERVAL, MAX_INTERVAL
-        )
+    for field in RULE_RANGES:
+        if creating or field in data:
+            out[field] = _integer(data.get(field, rule_default(field)), field, *RULE_RANGES[field])
     if creating or "workflow_filter" in data:
-        out["workflow_filter"] = _text(data, "workflow_filter", 200)
+        out["workflow_filter"] = _text(data, "workflow_filter", rule_max_length("workflow_filter"))
     if "enabled" in data:
         out["enabled"] = _boolean(data, "enabled")
     if "muted_until" in data:

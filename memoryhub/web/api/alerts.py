@@ -32,7 +32,7 @@ from memoryhub.models import (
     Role,
     role_at_least,
 )
-from memoryhub.models.alerts import RULE_DEFINITION_FIELDS
+from memoryhub.models.alerts import RULE_DEFINITION_FIELDS, rule_max_length, rule_range
 from memoryhub.observe.alerting import services
 from memoryhub.observe.metrics import METRICS, ROLLUP_BUCKET, series, snapshot
 from memoryhub.web.api.common import TenantAPIView, body_object, int_param, list_responses
@@ -74,15 +74,17 @@ class RuleSerializer(serializers.ModelSerializer):
 class RuleInputSerializer(serializers.Serializer):
     """Request shape (documentation; validation is memoryhub.observe.alerting.services.clean_rule)."""
 
-    name = serializers.CharField(max_length=200)
+    name = serializers.CharField(max_length=rule_max_length("name"))
     metric = serializers.ChoiceField(choices=list(METRICS))
     aggregation = serializers.ChoiceField(choices=Aggregation.choices, required=False)
     comparator = serializers.ChoiceField(choices=Comparator.choices, required=False)
     warning_threshold = serializers.FloatField(allow_null=True, required=False)
     critical_threshold = serializers.FloatField(allow_null=True, required=False)
-    window_minutes = serializers.IntegerField(min_value=1, required=False)
-    interval_seconds = serializers.IntegerField(min_value=60, required=False)
-    workflow_filter = serializers.CharField(required=False, allow_blank=True)
+    window_minutes = serializers.IntegerField(required=False, **rule_range("window_minutes"))
+    interval_seconds = serializers.IntegerField(required=False, **rule_range("interval_seconds"))
+    workflow_filter = serializers.CharField(
+        required=False, allow_blank=True, max_length=rule_max_length("workflow_filter")
+    )
     channels = serializers.ListField(child=serializers.IntegerField(), required=False)
     enabled = serializers.BooleanField(required=False)
     muted_until = serializers.DateTimeField(allow_null=True, required=False)

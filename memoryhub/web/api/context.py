@@ -13,6 +13,7 @@ from memoryhub.context.assembly import assemble_context
 from memoryhub.context.traces import record_artifact, record_trace
 from memoryhub.core.errors import NotFound
 from memoryhub.models import Artifact, ConsumerTrace
+from memoryhub.models.traces import TRACE_API_FIELDS
 from memoryhub.web.api.common import WF, TenantAPIView, body_object, int_param
 from memoryhub.web.api.pagination import StandardPagination
 from memoryhub.web.api.serializers import ErrorSerializer, EventSerializer
@@ -79,31 +80,7 @@ class TraceSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ConsumerTrace
-        fields = [
-            "trace_id",
-            "workflow",
-            "agent",
-            "agent_run_id",
-            "model_call_id",
-            "model",
-            "summary_id",
-            "summary_version",
-            "summary_status_at_read",
-            "summary_watermark",
-            "tail_to_seq",
-            "head_seq_at_read",
-            "context_id",
-            "manifest_hash",
-            "source_refs",
-            "graph_release",
-            "thread_id",
-            "checkpoint_id",
-            "fallback_reason",
-            "input_tokens",
-            "flags",
-            "actor",
-            "at",
-        ]
+        fields = list(TRACE_API_FIELDS)
         read_only_fields = fields
 
     def get_summary_id(self, obj: ConsumerTrace) -> str | None:

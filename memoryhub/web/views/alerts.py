@@ -30,6 +30,7 @@ from memoryhub.models import (
     Tenant,
     role_at_least,
 )
+from memoryhub.models.alerts import rule_default, rule_max_length, rule_range
 from memoryhub.observe.alerting import prometheus, services
 from memoryhub.observe.alerting.figures import rule_history_figure
 from memoryhub.observe.metrics import METRICS
@@ -71,7 +72,9 @@ def _apply_error(form: forms.Form, error: InvalidInput) -> None:
 
 
 class RuleForm(forms.Form):
-    name = forms.CharField(max_length=200)
+    # Lengths, bounds and defaults come from the model (rule_max_length, rule_range, rule_default); clean_rule
+    # enforces the same, so the form refuses what the API refuses.
+    name = forms.CharField(max_length=rule_max_length("name"))
     metric = forms.ChoiceField(choices=[(name, f"{name} — {d.description}") for name, d in METRICS.items()])
     aggregation = forms.ChoiceField(
         choices=[("", "metric default"), *Aggregation.choices],
@@ -81,10 +84,16 @@ class RuleForm(forms.Form):
     comparator = forms.ChoiceField(choices=Comparator.choices)
     warning_threshold = forms.FloatField(required=False)
     critical_threshold = forms.FloatField(required=False)
-    window_minutes = forms.IntegerField(min_value=1, initial=15)
-    interval_seconds = forms.IntegerField(min_value=60, initial=60)
+    window_minutes = forms.IntegerField(
+        initial=rule_default("window_minutes"), **rule_range("window_minutes")
+    )
+    interval_seconds = forms.IntegerField(
+        initial=rule_default("interval_seconds"), **rule_range("interval_seconds")
+    )
     workflow_filter = forms.CharField(
-        max_length=200, required=False, help_text="Only workflows whose external id starts with this."
+        required=False,
+        help_text="Only workflows whose external id starts with this.",
+        max_length=rule_max_length("workflow_filter"),
     )
     channels = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
     enabled = forms.BooleanField(required=False, initial=True)
