@@ -15,12 +15,17 @@ import grimp
 import importlinter.configuration
 import pytest
 from importlinter.contracts.acyclic_siblings import AcyclicSiblingsContract
+from importlinter.contracts.forbidden import ForbiddenContract
 from importlinter.contracts.layers import LayersContract
 from importlinter.domain.contract import Contract
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-CONTRACT_TYPES = {"layers": LayersContract, "acyclic_siblings": AcyclicSiblingsContract}
+CONTRACT_TYPES = {
+    "layers": LayersContract,
+    "forbidden": ForbiddenContract,
+    "acyclic_siblings": AcyclicSiblingsContract,
+}
 
 importlinter.configuration.configure()
 
@@ -60,6 +65,20 @@ def test_the_code_keeps_every_contract(graph, kind):
 def test_an_upward_import_breaks_the_layers(graph, importer, imported):
     graph.add_import(importer=importer, imported=imported, line_number=1, line_contents="import")
     assert not _contract("layers").check(graph, verbose=False).kept
+
+
+@pytest.mark.parametrize(
+    "importer, imported",
+    [
+        ("memoryhub.models.purgeable", "audit.payloads"),  # a model storing its payload through the app
+        ("memoryhub.models.workflows", "triggers.models"),  # a model reaching for the policy rows
+        ("memoryhub.core.redaction", "audit.log"),  # a primitive reaching for the audit log
+        ("memoryhub.compaction.base", "triggers.engine"),  # a pure compactor reaching for policy arithmetic
+    ],
+)
+def test_an_import_of_the_apps_below_the_domain_breaks_the_forbidden_contract(graph, importer, imported):
+    graph.add_import(importer=importer, imported=imported, line_number=1, line_contents="import")
+    assert not _contract("forbidden").check(graph, verbose=False).kept
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,6 @@ from django.utils import timezone
 
 from audit.log import attach_payload, insert_pending, pending_entry, pending_insert_sql, pending_inserted
 from audit.models import AuditEntry, Payload, Purge
-from audit.payloads import payload_digest
 from memoryhub.core.actors import Actor
 from memoryhub.core.checks import waivable
 from memoryhub.core.errors import Conflict, DomainError, Forbidden, InvalidInput
@@ -78,6 +77,7 @@ from memoryhub.models import (
     Workflow,
     role_at_least,
 )
+from memoryhub.models.purgeable import payload_digest
 from triggers.models import ContextPolicy
 from triggers.policy import policy_for
 
