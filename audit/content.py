@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from typing import Any
+from urllib.parse import urlencode
 
 from django.urls import reverse
 
@@ -73,8 +74,6 @@ def event_url(workflow: Workflow, seq: int) -> str:
 def range_url(workflow: Workflow, from_seq: int, to_seq: int, highlight: str = "") -> str:
     url = reverse("memoryhub:event-range", args=[workflow.external_id, from_seq, to_seq])
     if highlight:
-        from urllib.parse import urlencode
-
         url += "?" + urlencode({"q": highlight})
     return url
 

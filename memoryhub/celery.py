@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from celery import Celery
+from django.conf import settings
 
 from memoryhub.schedules import BEAT_SCHEDULE
 
@@ -40,8 +41,6 @@ def ensure_broker_folders(conf) -> None:
 
 
 def publish_timeout() -> float:
-    from django.conf import settings
-
     return float(getattr(settings, "MEMORYHUB_BROKER_PUBLISH_TIMEOUT", DEFAULT_PUBLISH_TIMEOUT))
 
 

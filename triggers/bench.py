@@ -165,6 +165,7 @@ def _settle() -> None:
 
 
 def _measure(tenant, workflow, payload, *, decisions: int, baseline_repeats: int) -> dict[str, Any]:
+    # langchain-core, an optional extra: run() has checked that it is installed.
     from langchain_core.messages import AIMessage
     from langchain_core.messages.utils import count_tokens_approximately
 

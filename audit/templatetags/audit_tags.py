@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django import template
 
 from audit.review import available_actions, inbox_count
@@ -20,8 +22,6 @@ def review_actions_for(summary, role, policy=None):
 @register.filter
 def when(value) -> str:
     """An ISO timestamp (as the lineage dict carries it) or a datetime, shown to the second in UTC."""
-    from datetime import UTC, datetime
-
     if not value:
         return "—"
     if isinstance(value, str):

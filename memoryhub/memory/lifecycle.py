@@ -35,7 +35,8 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Exists, Max, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from audit.log import attach_payload, insert_pending, pending_entry, pending_insert_sql, pending_inserted
@@ -1462,9 +1463,6 @@ def status_label(
 
 def approved_q() -> Q:
     """SQL form of ``is_approved`` on Summary rows: an applied approve after the last applied quarantine."""
-    from django.db.models import Exists, Max, OuterRef, Subquery
-    from django.db.models.functions import Coalesce
-
     last_quarantine = (
         LifecycleEvent.objects.filter(
             summary=OuterRef(OuterRef("pk")), action=A.QUARANTINE, result=LifecycleResult.APPLIED
@@ -1482,8 +1480,6 @@ def approved_q() -> Q:
 def approval_required_q(tenant_id: int) -> Q:
     """SQL form of ``approval_required`` for Summary rows of one tenant (override, else tenant
     default); no query of its own, so counts built on it stay one statement."""
-    from django.db.models import Exists
-
     policies = ContextPolicy.objects.filter(tenant_id=tenant_id)
     overrides = policies.filter(workflow__isnull=False)
     default_on = policies.filter(workflow__isnull=True, require_approval=True)
