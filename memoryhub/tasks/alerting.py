@@ -1,4 +1,4 @@
-"""Thin Celery wrappers over the alerting services (schedules: memoryhub/schedules.py)."""
+"""Thin Celery wrappers over alerting (memoryhub/observe/alerting/; schedules: memoryhub/schedules.py)."""
 
 from __future__ import annotations
 
