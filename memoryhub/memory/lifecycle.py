@@ -30,12 +30,12 @@ Rules every function here keeps:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from django.db import connection, transaction
-from django.db.models import Exists, Max, OuterRef, Q, Subquery
+from django.db.models import Exists, Field, Max, Model, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -85,6 +85,7 @@ from triggers.policy import policy_for
 S = SummaryStatus
 A = LifecycleAction
 T = TypeVar("T")
+M = TypeVar("M", bound=Model)
 
 # action -> statuses it may start from
 ALLOWED_FROM: dict[str, frozenset[str]] = {
@@ -213,10 +214,10 @@ def clean_revision(value: Any) -> int:
     return value
 
 
-class _Columns:
+class _Columns(Generic[M]):
     """A model's concrete columns as ``alias.column, …`` and the converters the ORM applies to them."""
 
-    def __init__(self, model: Any, alias: str) -> None:
+    def __init__(self, model: type[M], alias: str) -> None:
         qn = connection.ops.quote_name
         fields = list(model._meta.concrete_fields)
         self.model, self.width = model, len(fields)
@@ -230,7 +231,7 @@ class _Columns:
             if found:
                 self.converters.append((index, col, found))
 
-    def instance(self, row: Any, start: int = 0) -> Any:
+    def instance(self, row: Sequence[Any], start: int = 0) -> M:
         """The instance of ``row[start : start + width]``, as a queryset builds it."""
         values = list(row[start : start + self.width])
         for index, col, converters in self.converters:
@@ -250,11 +251,11 @@ class _LockSQL:
     def __init__(self) -> None:
         qn = connection.ops.quote_name
 
-        def col(model: Any, name: str, alias: str = "") -> str:
-            column = qn(model._meta.get_field(name).column)
+        def col(model: type[Model], name: str, alias: str = "") -> str:
+            column = qn(cast(Field, model._meta.get_field(name)).column)
             return f"{alias}.{column}" if alias else column
 
-        def table(model: Any) -> str:
+        def table(model: type[Model]) -> str:
             return qn(model._meta.db_table)
 
         wf, sm, le, pol = Workflow, Summary, LifecycleEvent, ContextPolicy
