@@ -6,6 +6,7 @@ grimp's import graph (the same graph `lint-imports` builds), so a test can also 
 import to a copy of the graph and watch the contract break.
 """
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -113,6 +114,23 @@ def test_every_module_sits_in_a_layer():
         if f"{root}.{path.stem}" not in declared and path.stem not in OUTSIDE_THE_LAYERS
     ]
     assert not undeclared, f"add these to a layer in pyproject.toml: {undeclared}"
+
+
+def test_the_architecture_diagram_names_every_layer_module():
+    """docs/ARCHITECTURE.md's diagram lists each module of the layers contract: in full, or by its
+    last part after its app's first entry ("audit.views, views_retention, …")."""
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    diagram = doc.split("### Layers", 1)[1].split("```")[1]
+    words = set(re.findall(r"[\w.]+", diagram))
+    (options,) = [c for c in CONFIG["contracts"] if c["type"] == "layers"]
+    missing = [
+        name
+        for layer in options["layers"]
+        for name in (part.strip() for part in layer.replace("|", ":").split(":"))
+        if name not in words
+        and not (name.rpartition(".")[2] in words and f"{name.split('.')[0]}." in diagram)
+    ]
+    assert not missing, f"docs/ARCHITECTURE.md's layer diagram omits {missing}"
 
 
 def test_no_module_uses_a_pre_restructuring_path():
