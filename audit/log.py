@@ -18,10 +18,12 @@ beat sweep ``audit.sequence_pending`` (the backstop); verification runs it first
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, models, transaction
 from django.utils import timezone
 
@@ -292,10 +294,6 @@ def _workflow_id(obj: Any) -> int | None:
 
 
 def _json_roundtrip(value: Any) -> Any:
-    import json
-
-    from django.core.serializers.json import DjangoJSONEncoder
-
     return json.loads(json.dumps(value, cls=DjangoJSONEncoder))
 
 

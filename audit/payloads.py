@@ -15,8 +15,8 @@ from typing import Any
 from django.utils import timezone
 
 from audit.models import AuditEntry, Payload, Purge
-from memoryhub.core.canonical import hash_value
 from memoryhub.models import LifecycleEvent, Summary, ValidationRecord
+from memoryhub.models.purgeable import payload_digest
 
 # Audit data keys that stay in the chained row when their values are ids, numbers, statuses or
 # lists/objects of those. Any other key with text — reasons, details, facts, notes, selectors, and
@@ -95,10 +95,6 @@ def split_audit_data(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
         else:
             text[key] = value
     return chained, text
-
-
-def payload_digest(body: Any) -> str:
-    return hash_value(body)
 
 
 def store_payload(tenant_id: int, workflow_id: int | None, body: dict[str, Any]) -> Payload:

@@ -9,6 +9,7 @@ scrubbed too. Summaries older than their class's period lose their content; cons
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, cast
@@ -187,6 +188,4 @@ def sweep_all(*, now=None) -> list[SweepReport]:
 
 
 def _purge_id() -> str:
-    import secrets
-
     return "prg_" + secrets.token_hex(8)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from django.db import transaction
+from django.db.models import Count, OuterRef, Q, Subquery
 
 from audit.log import record
 from audit.models import SummaryComment
@@ -241,8 +242,6 @@ def inbox_queryset(tenant_id: int):
     """Summaries that wait for a reviewer: awaiting approval, candidates, rejected by failed
     checks, quarantined. Unpurged only. "Failed checks" is the latest record's ``passed`` column:
     ``validation.judged`` sets it False exactly when ``lifecycle.failed_checks`` is not empty."""
-    from django.db.models import OuterRef, Q, Subquery
-
     latest_passed = Subquery(
         ValidationRecord.objects.filter(summary=OuterRef("pk"))
         .order_by("-created_at", "-id")
@@ -264,8 +263,6 @@ def inbox_queryset(tenant_id: int):
 
 def inbox_counts(tenant_id: int) -> dict[str, int]:
     """How many wait, by reason, in one query (the nav badge and the overview card)."""
-    from django.db.models import Count, Q
-
     awaiting = lifecycle.awaiting_approval(tenant_id).values("pk")
     return inbox_queryset(tenant_id).aggregate(
         total=Count("pk"),

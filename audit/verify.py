@@ -29,9 +29,9 @@ from django.utils import timezone
 
 from audit.log import GENESIS_HASH, compute_entry_hash, pending_summary, sequence_pending
 from audit.models import AuditChainHead, AuditEntry
-from audit.payloads import payload_digest
 from memoryhub.core.errors import InvalidInput
 from memoryhub.models import Tenant
+from memoryhub.models.purgeable import payload_digest
 
 CHUNK = 2000
 

@@ -1,4 +1,5 @@
-"""The Celery app. Tasks live in <package>/tasks.py; every periodic schedule is in memoryhub/schedules.py."""
+"""The Celery app. Tasks live in memoryhub/tasks/ and audit/tasks.py (delivery, autodiscovered);
+every periodic schedule is in memoryhub/schedules.py."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from celery import Celery
+from django.conf import settings
 
 from memoryhub.schedules import BEAT_SCHEDULE
 
@@ -14,7 +16,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "memoryhub.settings")
 
 app = Celery("memoryhub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["memoryhub", "memoryhub.pipeline", "memoryhub.observe.alerting", "audit", "triggers"])
+app.autodiscover_tasks(["memoryhub", "audit", "triggers"])
 
 DEFAULT_PUBLISH_TIMEOUT = 0.5
 
@@ -40,8 +42,6 @@ def ensure_broker_folders(conf) -> None:
 
 
 def publish_timeout() -> float:
-    from django.conf import settings
-
     return float(getattr(settings, "MEMORYHUB_BROKER_PUBLISH_TIMEOUT", DEFAULT_PUBLISH_TIMEOUT))
 
 

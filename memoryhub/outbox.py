@@ -16,6 +16,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -59,8 +60,6 @@ def publish(message_id: int) -> bool:
 
 def sweep(*, grace_seconds: float | None = None) -> dict[str, int]:
     """Publish the messages a request could not (oldest first; uses memoryhub_outbox_unsent)."""
-    from django.conf import settings
-
     grace = getattr(settings, "MEMORYHUB_OUTBOX_GRACE_SECONDS", DEFAULT_GRACE_SECONDS)
     cutoff = timezone.now() - timedelta(seconds=grace if grace_seconds is None else grace_seconds)
     ids = list(

@@ -51,7 +51,11 @@ MODULES = {
         )
     },
     "memoryhub.compaction.jobs": "memoryhub.pipeline.jobs",
-    "memoryhub.compaction.tasks": "memoryhub.pipeline.tasks",
+    "memoryhub.compaction.tasks": "memoryhub.tasks.compaction",
+    # Celery task modules are delivery: they moved into the memoryhub.tasks package.
+    "memoryhub.pipeline.tasks": "memoryhub.tasks.compaction",
+    "memoryhub.alerting.tasks": "memoryhub.tasks.alerting",
+    "memoryhub.observe.alerting.tasks": "memoryhub.tasks.alerting",
     "memoryhub.compaction.worker": "memoryhub.pipeline.worker",
     "memoryhub.compaction.bench": "memoryhub.bench.compaction",
     "memoryhub.integrations.anthropic_compaction": "memoryhub.client.anthropic",

@@ -164,7 +164,15 @@ def _settle() -> None:
             cursor.execute("VACUUM ANALYZE memoryhub_event, memoryhub_workflow, triggers_triggerdecision")
 
 
-def _measure(tenant, workflow, payload, *, decisions: int, baseline_repeats: int) -> dict[str, Any]:
+def _measure(
+    tenant: Tenant,
+    workflow: Workflow,
+    payload: list[dict[str, Any]],
+    *,
+    decisions: int,
+    baseline_repeats: int,
+) -> dict[str, Any]:
+    # langchain-core, an optional extra: run() has checked that it is installed.
     from langchain_core.messages import AIMessage
     from langchain_core.messages.utils import count_tokens_approximately
 

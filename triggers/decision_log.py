@@ -27,12 +27,17 @@ import os
 import threading
 import time
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from celery.signals import worker_process_shutdown, worker_shutdown
 from django.apps import apps
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connection, connections, transaction
+from django.db.models import Field
+
+if TYPE_CHECKING:  # by name at run time (see _model): triggers.apps and triggers.models import this module
+    from memoryhub.models import Workflow
+    from triggers.models import TriggerDecision
 
 logger = logging.getLogger(__name__)
 
@@ -40,13 +45,13 @@ logger = logging.getLogger(__name__)
 IDLE_CLOSE_SECONDS = 5.0
 
 
-def _model() -> Any:
+def _model() -> type[TriggerDecision]:
     # By name: triggers.models imports this module (its manager flushes the buffer before reads).
     return apps.get_model("triggers", "TriggerDecision")
 
 
 @cache
-def _fields() -> list[Any]:
+def _fields() -> list[Field]:
     return [f for f in _model()._meta.concrete_fields if not f.primary_key]
 
 
@@ -56,7 +61,7 @@ def _write(batch: list[list[Any]]) -> int:
     try:
         _insert(batch)
     except IntegrityError:
-        workflows = _model()._meta.get_field("workflow").related_model
+        workflows = cast("type[Workflow]", _model()._meta.get_field("workflow").related_model)
         index = [f.attname for f in _fields()].index("workflow_id")
         ids = {row[index] for row in batch}
         alive = set(workflows.objects.filter(pk__in=ids).values_list("pk", flat=True))
@@ -104,7 +109,7 @@ class DecisionBuffer:
     def __len__(self) -> int:
         return len(self._rows)
 
-    def append(self, row: Any) -> None:
+    def append(self, row: TriggerDecision) -> None:
         """Buffer ``row`` (a TriggerDecision not saved yet); ``at`` is stamped now, not at the flush."""
         # The wrapper itself, not the thread-local proxy each field would look it up through.
         db = connections[DEFAULT_DB_ALIAS]

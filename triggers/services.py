@@ -16,6 +16,8 @@ from typing import Any, cast
 
 from django.db import connection, transaction
 from django.db.models import Field, QuerySet
+from django.db.models.expressions import Col
+from django.db.models.options import Options
 from django.utils import timezone
 
 from audit.log import record
@@ -276,7 +278,7 @@ class _DecisionRead:
         columns = [f"w.{qn(f.column)}" for f in self.workflow_fields]
         columns += [f"p.{qn(f.column)}" for f in self.policy_fields]
 
-        def column(meta: Any, name: str) -> str:
+        def column(meta: Options[Any], name: str) -> str:
             return qn(cast(Field, meta.get_field(name)).column)
 
         policy_workflow = column(policy, "workflow")
@@ -297,7 +299,7 @@ class _DecisionRead:
         self.converters += [self._converters(f, policy.db_table) for f in self.policy_fields]
 
     @staticmethod
-    def _converters(field: Any, table: str) -> tuple[Any, list[Any]]:
+    def _converters(field: Field, table: str) -> tuple[Col, list[Any]]:
         col = field.get_col(table)
         return col, connection.ops.get_db_converters(col) + col.get_db_converters(connection)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.contrib.auth.password_validation import validate_password
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import ValidationError
@@ -55,7 +56,7 @@ def create_tenant(slug: str, name: str = "", actor: Actor | None = None) -> Tena
     return tenant
 
 
-def clean_role(value, field: str = "role") -> str:
+def clean_role(value: object, field: str = "role") -> str:
     if value not in Role.values:
         raise InvalidInput(
             f"{field}: must be one of {', '.join(Role.values)}, got {value!r}",
@@ -72,11 +73,16 @@ def clean_key_name(value: object) -> str:
     return name
 
 
-def _user_or_none(user):
-    return user if user is not None and getattr(user, "pk", None) else None
+# Who a request's ``request.user`` may be: a signed-in user, an anonymous one or an API-key principal.
+RequestUser = AbstractBaseUser | AnonymousUser
 
 
-def _mint(tenant: Tenant, name: str, role: str, created_by, actor: Actor) -> IssuedKey:
+def _user_or_none(user: RequestUser | None) -> User | None:
+    """The signed-in user, or None (no user, an anonymous one, an API-key principal)."""
+    return user if isinstance(user, User) and user.pk else None
+
+
+def _mint(tenant: Tenant, name: str, role: str, created_by: RequestUser | None, actor: Actor) -> IssuedKey:
     prefix = secrets.token_hex(4)
     while ApiKey.objects.filter(prefix=prefix).exists():
         prefix = secrets.token_hex(4)
@@ -96,7 +102,11 @@ def _mint(tenant: Tenant, name: str, role: str, created_by, actor: Actor) -> Iss
 
 @transaction.atomic
 def issue_api_key(
-    tenant: Tenant, name: object, role: str = Role.ADMIN, created_by=None, actor: Actor | None = None
+    tenant: Tenant,
+    name: object,
+    role: str = Role.ADMIN,
+    created_by: RequestUser | None = None,
+    actor: Actor | None = None,
 ) -> IssuedKey:
     """A new key; its secret is in the result and nowhere else (only a SHA-256 is stored).
     ``name`` may be raw request input: it is checked here (400 unless 1-100 characters)."""
@@ -129,7 +139,7 @@ def _locked(key: ApiKey) -> ApiKey:
 
 
 @transaction.atomic
-def rotate_api_key(key: ApiKey, actor: Actor, created_by=None) -> IssuedKey:
+def rotate_api_key(key: ApiKey, actor: Actor, created_by: RequestUser | None = None) -> IssuedKey:
     """Replace a key's secret: a new key with the same name and role; the old one is revoked now."""
 
     key = _locked(key)
@@ -263,7 +273,7 @@ def _revoke_keys_of(membership: Membership, actor: Actor, reason: str, above: st
 
 @transaction.atomic
 def invite_member(
-    tenant: Tenant, username, role, actor: Actor, password: str | None = None
+    tenant: Tenant, username: object, role: object, actor: Actor, password: str | None = None
 ) -> tuple[Membership, bool]:
     """Add a user to the tenant; creates the user (with ``password``) when there is none.
 
@@ -313,7 +323,7 @@ def invite_member(
 
 
 @transaction.atomic
-def change_member_role(membership: Membership, role, actor: Actor) -> Membership:
+def change_member_role(membership: Membership, role: object, actor: Actor) -> Membership:
     """Set a member's role; the last admin cannot be demoted. Keys the member created with a role
     above the new one are revoked (a demoted member keeps no admin key)."""
 
@@ -361,7 +371,8 @@ def remove_member(membership: Membership, actor: Actor) -> list[str]:
     return revoked
 
 
-def memberships_for(user) -> list[Membership]:
-    if not user or not user.is_authenticated:
+def memberships_for(user: RequestUser | None) -> list[Membership]:
+    signed_in = _user_or_none(user)
+    if signed_in is None:
         return []
-    return list(Membership.objects.filter(user=user).select_related("tenant").order_by("tenant__slug"))
+    return list(Membership.objects.filter(user=signed_in).select_related("tenant").order_by("tenant__slug"))

@@ -19,9 +19,12 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import os
 import random
 import statistics
+import subprocess
 import sys
+import tarfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -30,7 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import django
 from django.db import connection, transaction
+from django.db.models import F
+
+# memoryhub itself is imported inside the functions that use it, never up here: the child process
+# runs this file (from whichever tree is on its sys.path) before ``serve`` calls django.setup(),
+# and memoryhub's models load only after it. Each such import points back to this note.
 
 REPLY = "@@bench_activation "
 
@@ -39,7 +48,7 @@ def _module(package: str, name: str) -> Any:
     """memoryhub's module ``name``: ``memoryhub.<package>.<name>`` in this tree, or the flat
     ``memoryhub.<name>`` of trees from before the sub-packages. Decided by the files, not by trying
     imports: an editable install may resolve a module this tree lacks from another checkout."""
-    import memoryhub
+    import memoryhub  # after django.setup(): see the note at the top
 
     root = Path(memoryhub.__file__).parent
     for parts in ((package, name), (name,)):
@@ -77,7 +86,7 @@ def setup(workflows: int, summaries: int, events: int) -> tuple[list[Any], dict[
     """A fresh tenant with ``workflows`` workflows of ``events`` events and ``summaries`` validated
     versions each, all covering every event (so every version is a legal target: the race is
     purely the CAS)."""
-    from memoryhub.models import Workflow
+    from memoryhub.models import Workflow  # after django.setup(): see the note at the top
 
     events_mod = _module("memory", "events")
     summaries_mod = _module("memory", "summaries")
@@ -126,6 +135,7 @@ def attempt(
 ) -> tuple[Any, int, float]:
     """One client iteration (see the module docstring); ``around`` wraps the timed call alone.
     Returns (result, workflow pk, seconds inside the lifecycle call)."""
+    # after django.setup(): see the note at the top
     from memoryhub.models import Summary, SummaryStatus, Workflow
 
     wf = rng.choice(flows)
@@ -149,6 +159,7 @@ def verify(flows: list[Any], start: dict[int, int], applied: Counter, stale: int
     """Lost updates (applied activations the revision does not account for, or vice versa) and
     broken invariants: pointer-move events ≠ revisions 0..n−1, more than one ACTIVE row or one
     the pointer does not name, stale rows ≠ the stale answers the clients saw."""
+    # after django.setup(): see the note at the top
     from memoryhub.models import LifecycleEvent, Summary, SummaryStatus, Workflow
 
     lost = 0
@@ -225,9 +236,7 @@ class _Meter:
     def floor(self, n: int) -> dict[str, Any]:
         """The commit floor: ``n`` transactions of one UPDATE of a workflow row, the smallest
         durable write (one WAL flush each, like every activation's commit)."""
-        from django.db.models import F
-
-        from memoryhub.models import Workflow
+        from memoryhub.models import Workflow  # after django.setup(): see the note at the top
 
         pk = self.flows[0].pk
         t0 = time.perf_counter()
@@ -246,9 +255,6 @@ class Side:
     RUNNER = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
 
     def __init__(self, label: str, tree: Path, revision: str) -> None:
-        import os
-        import subprocess
-
         self.label, self.tree, self.tree_revision = label, tree, revision
         env = {**os.environ, "PYTHONPATH": str(tree), "DJANGO_SETTINGS_MODULE": "memoryhub.settings"}
         self.process = subprocess.Popen(
@@ -281,9 +287,6 @@ class Side:
 def export_tree(repo: Path, revision: str, into: Path) -> str:
     """Unpack ``revision`` of the git repository ``repo`` into ``into`` (``git archive``: no
     worktree or other repository state is created); returns the full commit id."""
-    import subprocess
-    import tarfile
-
     commit = subprocess.run(
         ["git", "-C", str(repo), "rev-parse", "--verify", f"{revision}^{{commit}}"],
         check=True,
@@ -298,7 +301,6 @@ def export_tree(repo: Path, revision: str, into: Path) -> str:
 
 def tree_revision(repo: Path) -> str:
     """``repo``'s HEAD commit, marked ``+changes`` when the work tree differs from it."""
-    import subprocess
 
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True).stdout.strip()
@@ -369,8 +371,6 @@ def measure_cost(
 
 
 def serve() -> None:  # pragma: no cover - runs as the cost meter's child process
-    import django
-
     django.setup()
     meter = _Meter()
     for line in sys.stdin:

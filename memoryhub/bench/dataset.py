@@ -14,6 +14,7 @@ so every dashboard chart has rows to count, not an empty window.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -69,8 +70,6 @@ def copy_rows(model, columns: Sequence[str], rows: Iterable[tuple]) -> int:
 
 def _defaults_for_missing(model, columns: Sequence[str]) -> tuple[list[str], tuple]:
     """Columns the caller did not give that still need a value: model defaults, or now for timestamps."""
-    import json
-
     names: list[str] = []
     values: list[Any] = []
     now = timezone.now()

@@ -8,6 +8,7 @@ its indexes grow: ``decay`` is the first slice's rate over the last one's."""
 from __future__ import annotations
 
 import io
+import json
 import statistics
 import threading
 import time
@@ -145,10 +146,8 @@ def run(events: int = 100_000, batch: int = 1_000, clients: int = 2, log=print) 
         values[1] = f"copy-{i}"  # client_event_id
         cum += values[7]
         values[8] = cum  # cum_tokens
-        import json as _json
-
-        values[10] = _json.dumps(values[10])
-        values[11] = _json.dumps(values[11])
+        values[10] = json.dumps(values[10])
+        values[11] = json.dumps(values[11])
         buf.write("\t".join([str(copy_workflow.pk)] + [_copy_text(v) for v in values]) + "\n")
     data = buf.getvalue()
     started = time.perf_counter()

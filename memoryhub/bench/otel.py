@@ -21,6 +21,7 @@ from memoryhub.models import Event, Workflow
 
 
 def _requests(spans: int, batch: int, conversations: int) -> list[bytes]:
+    # The memoryhub[otel] extra: imported when this benchmark runs, not when `manage.py bench` loads.
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
     from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 

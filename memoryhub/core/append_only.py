@@ -24,6 +24,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.db import connection as default_connection
+from django.db import migrations
+
 BYPASS_TABLE = "memoryhub_append_only_bypass"
 
 EVENT_IMMUTABLE = [
@@ -203,8 +206,6 @@ def create_sql(vendor: str, rules: dict[str, str | None], connection: Any = None
     skips them, and a table owner who drops a trigger is still caught by ``audit_verify``.
     """
     if connection is None:
-        from django.db import connection as default_connection
-
         connection = default_connection
     existing = set(connection.introspection.table_names())
     rules = {t: r for t, r in rules.items() if t in existing}  # a later migration creates the rest
@@ -268,7 +269,6 @@ def drop_sql(vendor: str, rules: dict[str, str | None]) -> list[str]:
 
 def migration_operation(rules: dict[str, str | None]):
     """A RunPython operation installing the triggers for whichever database runs the migration."""
-    from django.db import migrations
 
     # A raw cursor without params: the trigger bodies contain '%' placeholders of RAISE.
     def forwards(apps, schema_editor):

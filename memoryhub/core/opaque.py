@@ -18,6 +18,7 @@ text validator: its ``content_readable`` check fails as unverifiable and a revie
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -117,8 +118,6 @@ def opaque_checks(
     A check that could not run has ``passed: None`` and ``unverifiable: True``
     (``memoryhub.memory.validation.judged`` turns the checks into the outcome).
     """
-    import json
-
     checks: list[dict[str, Any]] = []
     computed = sha256_hex(content_bytes)
     try:

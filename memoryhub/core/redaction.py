@@ -7,6 +7,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from django.conf import settings
+
 MASK = "[REDACTED]"
 
 _SECRET_PATTERNS = [
@@ -31,8 +33,6 @@ def _compiled(include_emails: bool, extra: tuple[str, ...]) -> re.Pattern[str]:
 
 def _pattern() -> re.Pattern[str]:
     try:
-        from django.conf import settings
-
         return _compiled(
             bool(getattr(settings, "MEMORYHUB_REDACT_EMAILS", True)),
             tuple(getattr(settings, "MEMORYHUB_REDACT_PATTERNS", []) or []),

@@ -17,12 +17,15 @@ run the statement.
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Generic, TypeVar
 
 from django.conf import settings
 from django.db import connection
 from django.db.models import Model
 from psycopg import ClientCursor
+
+M = TypeVar("M", bound=Model)
 
 _statements: dict[tuple[str, type[Model], int, bool], tuple[str, list[Any]]] = {}
 
@@ -165,10 +168,10 @@ class ReservedIds:
         return True
 
 
-class ModelColumns:
+class ModelColumns(Generic[M]):
     """A model's concrete columns as ``alias.column, …`` and the converters the ORM applies to them."""
 
-    def __init__(self, model: type[Model], alias: str) -> None:
+    def __init__(self, model: type[M], alias: str) -> None:
         qn = connection.ops.quote_name
         fields = list(model._meta.concrete_fields)
         self.model, self.width = model, len(fields)
@@ -182,7 +185,7 @@ class ModelColumns:
             if found:
                 self.converters.append((index, col, found))
 
-    def instance(self, row: Any, start: int = 0) -> Any:
+    def instance(self, row: Sequence[Any], start: int = 0) -> M:
         """The instance of ``row[start : start + width]``, as a queryset builds it."""
         values = list(row[start : start + self.width])
         for index, col, converters in self.converters:

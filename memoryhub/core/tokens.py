@@ -34,7 +34,7 @@ def count_many(texts: list[str], encoding: str = DEFAULT_ENCODING) -> list[int]:
 
 def encoding_for_model(model: str, default: str | None = None) -> str:
     """Encoding configured for a model name (longest matching prefix in settings), else the default."""
-    from django.conf import settings
+    from django.conf import settings  # here, not at the top: the compactors use this module without Django
 
     mapping: dict[str, str] = getattr(settings, "MEMORYHUB_MODEL_ENCODINGS", {})
     best = ""

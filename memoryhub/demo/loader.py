@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.management import call_command
 from django.db import transaction
 from django.utils import timezone
 
@@ -167,8 +168,6 @@ def _backfill_rollups(out: Out, clock: _Clock) -> None:
     """Write the metric rollups for the back-dated story, as beat would have written them while it
     happened, so every overview time series has its shape on first load (beat only catches up an
     hour by itself)."""
-    from django.core.management import call_command
-
     days = ROLLUP_DAYS if clock.active else 1
     sink = io.StringIO()
     call_command("rollup_metrics", hours=24 * days, stdout=sink)

@@ -29,6 +29,7 @@ and the exit code is always 0.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -445,7 +446,8 @@ def handle(data: Any, directory: Path | None = None) -> dict[str, Any] | None:
         log.warning("memoryhub-hook: input without session_id/transcript_path ignored: %.200r", data)
         return None
     try:
-        from memoryhub.client import MemoryHubClient  # the client only: no Django in the user's session
+        # Inside the try: even a broken install only spools the input (the hook never fails the session).
+        from memoryhub.client import MemoryHubClient
 
         timeout = float(os.environ.get("MEMORYHUB_HOOK_TIMEOUT", "10"))
         with MemoryHubClient.from_env(timeout=timeout, max_retries=1) as client:
@@ -495,8 +497,6 @@ async def agent_sdk_hook(
     The SDK passes the hook input (``session_id``, ``transcript_path``, ``hook_event_name``…) as a
     dict; the sync runs in a worker thread and its outcome never changes the agent's run.
     """
-    import asyncio
-
     _setup_logging(hook_dir())
     await asyncio.to_thread(handle, dict(input_data))
     return {}

@@ -221,6 +221,7 @@ def context_to_messages(context: Context) -> list[dict[str, Any]]:
 
 def to_langchain_messages(messages: Iterable[Mapping[str, Any]]) -> list[Any]:
     """Convert chat dicts to LangChain message objects (needs langchain-core)."""
+    # langchain-core is optional: this module imports without it (tests/client/test_import_isolation.py).
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
     classes = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}

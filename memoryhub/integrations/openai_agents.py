@@ -34,6 +34,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agents import __version__ as sdk_version
 from agents.memory.openai_responses_compaction_session import OpenAIResponsesCompactionSession
 from agents.memory.session import SessionABC
 from agents.memory.session_settings import SessionSettings
@@ -265,7 +266,5 @@ def compaction_session(
     session: MemoryHubSession, *, model: str = "gpt-4.1", **kwargs: Any
 ) -> OpenAIResponsesCompactionSession:
     """The SDK's compaction session over ``session``; each compaction it applies is recorded."""
-    from agents import __version__ as sdk_version
-
     session.compactor = {"name": COMPACTOR_NAME, "model": model, "version": f"openai-agents-{sdk_version}"}
     return OpenAIResponsesCompactionSession(session.session_id, session, model=model, **kwargs)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Count, Max
 
 from memoryhub.context.traces import record_trace
 from memoryhub.core.actors import Actor
@@ -119,6 +119,7 @@ def encode_response(partial: dict[str, Any] | None, content_type: str) -> tuple[
     ctype = (content_type or "").split(";")[0].strip().lower()
     if ctype == "application/json":
         return json.dumps({"partialSuccess": partial} if partial else {}).encode(), "application/json"
+    # The memoryhub[otel] extra: decode_request has already needed it for a protobuf request.
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
     response = ExportTraceServiceResponse()
@@ -647,8 +648,6 @@ def _ingest_conversation(
 
 def ingest_status(tenant: Tenant) -> dict[str, Any]:
     """Counts for the ingest page/API: what was mapped to what, what needs attention."""
-    from django.db.models import Count
-
     counts = dict(
         OtelSpan.objects.filter(tenant=tenant)
         .values_list("mapped_to")

@@ -35,12 +35,12 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Exists, Field, Max, Model, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from audit.log import attach_payload, insert_pending, pending_entry, pending_insert_sql, pending_inserted
 from audit.models import AuditEntry, Payload, Purge
-from audit.payloads import payload_digest
 from memoryhub.core.actors import Actor
 from memoryhub.core.checks import waivable
 from memoryhub.core.errors import Conflict, DomainError, Forbidden, InvalidInput
@@ -79,6 +79,7 @@ from memoryhub.models import (
     Workflow,
     role_at_least,
 )
+from memoryhub.models.purgeable import payload_digest
 from triggers.models import ContextPolicy
 from triggers.policy import policy_for
 
@@ -224,11 +225,11 @@ class _LockSQL:
     def __init__(self) -> None:
         qn = connection.ops.quote_name
 
-        def col(model: Any, name: str, alias: str = "") -> str:
-            column = qn(model._meta.get_field(name).column)
+        def col(model: type[Model], name: str, alias: str = "") -> str:
+            column = qn(cast(Field, model._meta.get_field(name)).column)
             return f"{alias}.{column}" if alias else column
 
-        def table(model: Any) -> str:
+        def table(model: type[Model]) -> str:
             return qn(model._meta.db_table)
 
         wf, sm, le, pol = Workflow, Summary, LifecycleEvent, ContextPolicy
@@ -1440,9 +1441,6 @@ def status_label(
 
 def approved_q() -> Q:
     """SQL form of ``is_approved`` on Summary rows: an applied approve after the last applied quarantine."""
-    from django.db.models import Exists, Max, OuterRef, Subquery
-    from django.db.models.functions import Coalesce
-
     last_quarantine = (
         LifecycleEvent.objects.filter(
             summary=OuterRef(OuterRef("pk")), action=A.QUARANTINE, result=LifecycleResult.APPLIED
@@ -1460,8 +1458,6 @@ def approved_q() -> Q:
 def approval_required_q(tenant_id: int) -> Q:
     """SQL form of ``approval_required`` for Summary rows of one tenant (override, else tenant
     default); no query of its own, so counts built on it stay one statement."""
-    from django.db.models import Exists
-
     policies = ContextPolicy.objects.filter(tenant_id=tenant_id)
     overrides = policies.filter(workflow__isnull=False)
     default_on = policies.filter(workflow__isnull=True, require_approval=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any, TypedDict
+from urllib.parse import urlsplit
 
 from django.db import models
 from django.db.models import Q
@@ -41,8 +42,6 @@ class Channel(models.Model):
     @property
     def url_host(self) -> str:
         """Scheme and host of the URL only (what non-admins are shown: paths can hold tokens)."""
-        from urllib.parse import urlsplit
-
         parts = urlsplit(self.url) if self.url else None
         return f"{parts.scheme}://{parts.hostname}/…" if parts and parts.hostname else ""
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
 from django.db import models
+
+from memoryhub.core.canonical import hash_value
 
 PURGED_TEXT = "unavailable: purged"
 
@@ -71,12 +74,15 @@ class PurgeablePayloadMixin(models.Model):
         """Write the staged text as this (new) row's payload, before the row itself."""
         staged = self.take_staged_payload()
         if staged is not None:
-            # audit.payloads imports audit.models, which imports these models: import at first save.
-            from audit.payloads import store_payload
-
             tenant_id, workflow_id = self.payload_scope()
-            payload = store_payload(tenant_id, workflow_id, staged)
-            self.payload, self.payload_digest = payload, payload.digest
+            # By name, as the ``payload`` field names it: the audit app imports these models, so
+            # they never import it (a contract in pyproject.toml).
+            payload_model = apps.get_model("audit", "Payload")
+            digest = payload_digest(staged)
+            self.payload = payload_model._default_manager.create(
+                tenant_id=tenant_id, workflow_id=workflow_id, body=staged, digest=digest
+            )
+            self.payload_digest = digest
 
     def take_staged_payload(self) -> dict[str, Any] | None:
         """The staged text a new row still has to write as its payload (taken: written once)."""
@@ -106,6 +112,11 @@ class PurgeablePayloadMixin(models.Model):
 
     def payload_purged(self) -> bool:
         return self.payload_id is not None and self.payload is not None and self.payload.purged_at is not None
+
+
+def payload_digest(body: Any) -> str:
+    """A payload's digest: sha256 of its canonical JSON (kept when a purge empties the body)."""
+    return hash_value(body)
 
 
 def purged_marker(payload: Any) -> str:

@@ -23,6 +23,7 @@ from django.db.models.functions import Trunc
 from audit.replay import replay_bundle
 from audit.review import inbox_counts
 from memoryhub.models import (
+    AlertEvaluation,
     AlertEvent,
     AlertRule,
     Artifact,
@@ -490,7 +491,7 @@ def alert_index(tenant: Tenant) -> AlertIndex:
 
 @dataclass
 class RuleHistory:
-    evaluations: list[Any]  # oldest first, the newest MAX_CHART_POINTS
+    evaluations: list[AlertEvaluation]  # oldest first, the newest MAX_CHART_POINTS
     flips: list[AlertEvent]  # newest first, each with ``delivery``
 
 

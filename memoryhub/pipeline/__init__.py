@@ -1,3 +1,3 @@
-"""The compaction pipeline: durable, idempotent compaction jobs (request, run, retry, sweep), their
-Celery tasks and the worker helpers. The compactors themselves are pure Python in
-:mod:`memoryhub.compaction`."""
+"""The compaction pipeline: durable, idempotent compaction jobs (request, run, retry, sweep) and the
+worker helpers; their Celery tasks are delivery (:mod:`memoryhub.tasks.compaction`). The
+compactors themselves are pure Python in :mod:`memoryhub.compaction`."""

@@ -89,8 +89,8 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 60, what: str = "co
 @pytest.mark.django_db(transaction=True)
 def test_a_real_worker_evaluates_delivers_and_sends_test_notifications(tenant, alice, receiver, tmp_path):
     from memoryhub.celery import app
-    from memoryhub.observe.alerting import tasks
     from memoryhub.pipeline.worker import running_worker
+    from memoryhub.tasks import alerting as tasks
 
     channel = webhook(tenant, receiver)
     incident(tenant)

@@ -19,9 +19,9 @@ import pytest
 
 from memoryhub.celery import app, publish
 from memoryhub.models import CompactionJob, JobStatus, Notification, OutboxMessage
-from memoryhub.pipeline.tasks import run_compaction
 from memoryhub.pipeline.worker import running_worker
 from memoryhub.schedules import BEAT_SCHEDULE
+from memoryhub.tasks.compaction import run_compaction
 from tests.factories import ADMIN, alert_channel, alert_rule, append, event, make_workflow
 from tests.memoryhub.test_worker_compaction import app_broker, finished, free_port, redis_server, wait_for
 
@@ -103,7 +103,7 @@ def test_a_message_published_twice_runs_once(tenant, alice, receiver, settings):
     the task claims its outbox row, so the second delivery does nothing."""
     from memoryhub import outbox
     from memoryhub.observe.alerting.services import request_test_send
-    from memoryhub.observe.alerting.tasks import send_test
+    from memoryhub.tasks.alerting import send_test
 
     channel = alert_channel(tenant, name="ops", url=receiver.url("/ok"))
     app.control.purge()

@@ -54,8 +54,8 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_an_alert_fires_and_delivers_while_compactions_back_up(tenant, settings, tmp_path, receiver):
-    from memoryhub.observe.alerting import tasks
     from memoryhub.pipeline.worker import running_worker
+    from memoryhub.tasks import alerting as tasks
 
     with fake_llm() as llm:
         llm.gate = threading.Event()  # every compaction hangs at the model until the test ends

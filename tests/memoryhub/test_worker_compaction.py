@@ -22,9 +22,9 @@ from memoryhub.celery import app
 from memoryhub.core.actors import Actor
 from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus
 from memoryhub.pipeline import jobs
-from memoryhub.pipeline.tasks import run_compaction
 from memoryhub.pipeline.worker import running_worker
 from memoryhub.schedules import BEAT_SCHEDULE
+from memoryhub.tasks.compaction import run_compaction
 from tests.factories import payments
 from tests.memoryhub.llm_endpoint import FakeLLM, fake_llm
 

@@ -2,6 +2,7 @@
 
 import getpass
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from memoryhub.accounts.tenancy import add_member
@@ -23,8 +24,6 @@ class Command(BaseCommand):
         tenant_obj = Tenant.objects.filter(slug=tenant).first()
         if tenant_obj is None:
             raise CommandError(f"no tenant {tenant!r}")
-        from django.contrib.auth import get_user_model
-
         exists = get_user_model().objects.filter(username=username).exists()
         if password is None and not exists:
             password = getpass.getpass(f"Password for new user {username}: ")

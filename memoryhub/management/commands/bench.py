@@ -13,39 +13,32 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from memoryhub.bench import ingest, partitions, scale
+from memoryhub.bench import audit_chain, context_read, ingest, otel, partitions, quality, scale
+from memoryhub.bench import compaction as compaction_bench
+from memoryhub.management.commands.bench_activation import Command as BenchActivation
+from triggers import bench as trigger_bench
 
-# Each benchmark module is imported only when chosen: some time optional extras (LangChain, the
-# OpenTelemetry SDK) that a production install lacks, and `bench --help` should not load them all.
+# The benchmarks that time an optional extra (LangChain, the OpenTelemetry protobuf messages)
+# import it only when they run, so a production install can list and run the others.
 
 
 def _triggers(opts, log):
-    from triggers import bench as trigger_bench
-
     return trigger_bench.run(log=log)
 
 
 def _compaction(opts, log):
-    from memoryhub.bench import compaction as compaction_bench
-
     return compaction_bench.run(log=log)
 
 
 def _otel(opts, log):
-    from memoryhub.bench import otel
-
     return otel.run(spans=opts["spans"], log=log)
 
 
 def _context(opts, log):
-    from memoryhub.bench import context_read
-
     return context_read.run(log=log)
 
 
 def _audit(opts, log):
-    from memoryhub.bench import audit_chain
-
     return audit_chain.run(writers=opts["writers"], seconds=opts["audit_seconds"], log=log)
 
 
@@ -53,8 +46,6 @@ def _activation(opts, log):
     """Both of ``bench_activation``'s measurements in one go: 1 vs N client processes racing on
     64 workflows, then the cost per activation of this tree beside the baseline revision (the
     tree before the write-path work), each in its own process, phases alternating."""
-    from memoryhub.management.commands.bench_activation import Command as BenchActivation
-
     out = io.StringIO()
     race, cost = BenchActivation(stdout=out), BenchActivation(stdout=out)
     n = opts["activation_processes"]
@@ -78,8 +69,6 @@ def _git_has(revision: str) -> bool:
 
 
 def _quality(opts, log):
-    from memoryhub.bench import quality
-
     return quality.run(opts["quality_sizes"], log=log)
 
 

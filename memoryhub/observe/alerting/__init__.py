@@ -6,5 +6,7 @@
   permanent errors disable the channel, transient ones are retried (bounded).
 * ``transports`` — one module per channel kind behind a small registry.
 * ``services`` — create/update/delete/mute/enable/test-send, shared by the API and the pages.
-* ``tasks`` — thin Celery wrappers (beat schedules live in memoryhub/schedules.py).
+
+Their thin Celery wrappers are delivery: memoryhub/tasks/alerting.py (beat schedules live in
+memoryhub/schedules.py).
 """

@@ -23,6 +23,7 @@ from memoryhub.core.errors import InvalidInput
 from memoryhub.core.moments import BadMoment, check_moment, parse_moment_text
 from memoryhub.models import AlertEvaluation, AlertRule, Channel, ChannelKind, Comparator, Tenant
 from memoryhub.models.alerts import RULE_DEFINITION_FIELDS, RULE_RANGES, rule_default, rule_max_length
+from memoryhub.observe.alerting.transports.guard import UnsafeURL, check_url
 from memoryhub.observe.metrics import METRICS
 
 RULE_FIELDS = {*RULE_DEFINITION_FIELDS, "channels", "enabled", "muted_until"}
@@ -286,8 +287,6 @@ def is_muted(rule: AlertRule, now: datetime | None = None) -> bool:
 def _clean_url(value: str, field: str = "url") -> str:
     """An http(s) URL that reaches only public addresses (see transports.guard; re-checked at
     every send, after resolving the name again)."""
-    from .transports.guard import UnsafeURL, check_url
-
     try:
         return check_url(value)
     except UnsafeURL as exc:

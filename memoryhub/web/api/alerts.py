@@ -11,7 +11,7 @@ from datetime import timedelta
 from urllib.parse import urlsplit
 
 import django_filters
-from django.db.models import Prefetch
+from django.db.models import Prefetch, QuerySet
 from django.urls import path
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view, inline_serializer
@@ -30,6 +30,7 @@ from memoryhub.models import (
     Comparator,
     Notification,
     Role,
+    Tenant,
     role_at_least,
 )
 from memoryhub.models.alerts import RULE_DEFINITION_FIELDS, rule_max_length, rule_range
@@ -254,7 +255,7 @@ QUEUED = inline_serializer(
 # --- views ----------------------------------------------------------------------------------
 
 
-def _rules(tenant):
+def _rules(tenant: Tenant) -> QuerySet[AlertRule]:
     return AlertRule.objects.filter(tenant=tenant).prefetch_related(
         Prefetch("channels", Channel.objects.only("pk"))
     )

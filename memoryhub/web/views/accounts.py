@@ -56,7 +56,7 @@ def settings_home(request: HttpRequest) -> HttpResponse:
     return redirect("memoryhub:settings-members")
 
 
-def _members_page(request, tenant, form: MemberForm, status: int = 200) -> HttpResponse:
+def _members_page(request: HttpRequest, tenant: Tenant, form: MemberForm, status: int = 200) -> HttpResponse:
     context = {
         "members": tenancy.members_with_key_counts(tenant),
         "roles": Role.choices,
@@ -128,7 +128,13 @@ def member_remove(request: HttpRequest, username: str) -> HttpResponse:
     return redirect("memoryhub:settings-members")
 
 
-def _keys_page(request, tenant, form: KeyForm, issued=None, status: int = 200) -> HttpResponse:
+def _keys_page(
+    request: HttpRequest,
+    tenant: Tenant,
+    form: KeyForm,
+    issued: tenancy.IssuedKey | None = None,
+    status: int = 200,
+) -> HttpResponse:
     context = {
         "keys": tenancy.api_keys_of(tenant),
         "form": form,

@@ -12,6 +12,7 @@ from django.utils.http import urlencode
 from memoryhub.observe import figures
 from memoryhub.observe.detail import History
 from memoryhub.observe.reports import SIGNALS, OverviewCharts, OverviewSeries, Signal, Window
+from triggers.engine import PolicySpec
 
 SIGNAL_COLORS = {
     "stale": figures.WARN,
@@ -230,7 +231,7 @@ def summary_url(summary_id: str) -> str:
     return reverse("memoryhub:summary-detail", args=[summary_id])
 
 
-def history_figure(history: History, spec: Any) -> figures.Figure:
+def history_figure(history: History, spec: PolicySpec) -> figures.Figure:
     """The workflow's history-token curve with its budget lines and pointer changes marked."""
     same = spec.trigger_tokens == spec.safe_budget
     lines = [figures.Line(spec.safe_budget, "safe budget = trigger" if same else "safe budget", figures.WARN)]

@@ -1,10 +1,11 @@
-"""Thin Celery wrappers over the alerting services (schedules: memoryhub/schedules.py)."""
+"""Thin Celery wrappers over alerting (memoryhub/observe/alerting/; schedules: memoryhub/schedules.py)."""
 
 from __future__ import annotations
 
 from memoryhub import outbox
 from memoryhub.celery import app
 from memoryhub.core.actors import Actor
+from memoryhub.observe.alerting import deliver, evaluate
 from memoryhub.observe.metrics import rollup_all
 
 
@@ -13,9 +14,7 @@ from memoryhub.observe.metrics import rollup_all
 )
 def evaluate_due_rules(self) -> int:
     """Beat, every minute: evaluate the rules this worker claims (compare-and-set)."""
-    from .evaluate import evaluate_due_rules as run
-
-    return len(run())
+    return len(evaluate.evaluate_due_rules())
 
 
 @app.task(
@@ -23,9 +22,7 @@ def evaluate_due_rules(self) -> int:
 )
 def deliver_pending(self) -> int:
     """Beat, every 30 s: deliver unprocessed flips (each claimed by compare-and-set)."""
-    from .deliver import deliver_pending as run
-
-    return len(run(actor=Actor.worker(self.name, self.request.id or "")))
+    return len(deliver.deliver_pending(actor=Actor.worker(self.name, self.request.id or "")))
 
 
 @app.task(
@@ -50,11 +47,8 @@ def send_test(
     Not acks_late: a redelivered test would notify twice, and a lost one is simply re-asked.
     ``outbox_id`` is claimed first: a message published twice (request, then sweeper) sends once.
     """
-
-    from .deliver import send_test as run
-
     if not outbox.claim(outbox_id):
         return 0
 
     actor = Actor.worker(self.name, self.request.id or "")
-    return len(run(channel_id=channel_id, rule_id=rule_id, actor=actor))
+    return len(deliver.send_test(channel_id=channel_id, rule_id=rule_id, actor=actor))

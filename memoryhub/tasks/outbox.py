@@ -1,4 +1,4 @@
-"""Celery tasks of the memoryhub package itself (the others live in their feature packages)."""
+"""The task outbox's sweep (the outbox itself: memoryhub/outbox.py)."""
 
 from __future__ import annotations
 
