@@ -248,7 +248,7 @@ def _globex_objects(globex: Tenant) -> None:
     )
     artifact, _ = record_artifact(
         workflow,
-        {"artifact_id": "GX1", "kind": "report", "produced_by": {"model_call_id": "gx-call-1"}},
+        {"artifact_id": "globex-report-gx1", "kind": "report", "produced_by": {"model_call_id": "gx-call-1"}},
         BUILDER,
     )
     request_compaction(workflow, actor=BUILDER)
