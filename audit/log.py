@@ -33,7 +33,7 @@ from audit.sequencer import BackgroundSequencer
 from memoryhub.core.actors import Actor
 from memoryhub.core.canonical import hash_value
 from memoryhub.core.redaction import redact
-from memoryhub.core.rows import ModelColumns, insert_rows_sql, run_together, set_ids
+from memoryhub.core.rows import ModelColumns, built_per_vendor, insert_rows_sql, run_together, set_ids
 from memoryhub.models import Tenant, Workflow
 
 GENESIS_HASH = "sha256:" + "0" * 64
@@ -121,20 +121,23 @@ def attach_payload(entry: AuditEntry, payload: Payload, text: dict[str, Any]) ->
 def insert_pending(entries: list[AuditEntry]) -> None:
     """Insert pending entries (their payloads already written) in one statement, inside the
     caller's transaction; they are sequenced after it commits."""
-    statement = pending_insert_sql(entries)
-    if not entries:
-        return
-    pending_inserted(entries, run_together([statement])[0])
+    _require_transaction()
+    if entries:
+        pending_inserted(entries, run_together([pending_insert_sql(entries)])[0])
 
 
 def pending_insert_sql(entries: list[AuditEntry]) -> tuple[str, list[Any]]:
-    """The INSERT of ``insert_pending``, for a caller that sends it with other statements
-    (``run_together``) and then calls ``pending_inserted`` with its rows."""
+    """The INSERT of ``insert_pending`` (``entries`` not empty), for a caller that sends it with
+    other statements (``run_together``) and then calls ``pending_inserted`` with its rows."""
+    _require_transaction()
+    return insert_rows_sql(AuditEntry, entries)
+
+
+def _require_transaction() -> None:
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError(
             "audit.log.record() must be called inside the transaction of the change it records"
         )
-    return insert_rows_sql(AuditEntry, entries) if entries else ("", [])
 
 
 def pending_inserted(entries: list[AuditEntry], ids: list[Any]) -> None:
@@ -236,14 +239,7 @@ class _SequencerSQL:
         self.store_row = "(CAST(%s AS BIGINT), CAST(%s AS BIGINT), %s, %s)"
 
 
-_sequencer_sql: dict[str, _SequencerSQL] = {}
-
-
-def _sql() -> _SequencerSQL:
-    built = _sequencer_sql.get(connection.vendor)
-    if built is None:
-        built = _sequencer_sql[connection.vendor] = _SequencerSQL()
-    return built
+_sql = built_per_vendor(_SequencerSQL)
 
 
 def _has_pending(tenant_id: int) -> bool:
@@ -256,17 +252,17 @@ def _sequence_batch(tenant_id: int, batch: int) -> int | None:
     when another sequencer holds the chain head. Two round trips: the head's lock with the
     claim of the oldest pending entries (``SKIP LOCKED``), then their seq/hashes with the head's move."""
     sql = _sql()
+    lock_and_claim = [(sql.head, [tenant_id]), (sql.claim, [tenant_id, batch])]
     with transaction.atomic():
-        heads, rows = run_together([(sql.head, [tenant_id]), (sql.claim, [tenant_id, batch])])
-        if not heads:
-            if AuditChainHead.objects.filter(tenant_id=tenant_id).exists():
-                return None  # another sequencer holds it (the claimed rows go back at once)
+        heads, rows = run_together(lock_and_claim)
+        if not heads and not AuditChainHead.objects.filter(tenant_id=tenant_id).exists():
+            # The tenant's first sequencing: its head is created, then locked like any other.
             AuditChainHead.objects.get_or_create(
                 tenant_id=tenant_id, defaults={"seq": 0, "entry_hash": GENESIS_HASH}
             )
-            heads, rows = run_together([(sql.head, [tenant_id]), (sql.claim, [tenant_id, batch])])
-            if not heads:
-                return None
+            heads, rows = run_together(lock_and_claim)
+        if not heads:
+            return None  # another sequencer holds the head (the rows claimed go back at once)
         if not rows:
             return 0
         seq, prev_hash = heads[0]

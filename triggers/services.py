@@ -23,7 +23,7 @@ from django.utils import timezone
 from audit.log import record
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Forbidden, InvalidInput, NotFound
-from memoryhub.core.rows import PreparedStatement
+from memoryhub.core.rows import PreparedStatement, built_per_vendor
 from memoryhub.core.tokens import known_encoding
 from memoryhub.memory.quality_service import parse_estimate, record_trigger_estimate
 from memoryhub.memory.workflows import get_workflow
@@ -324,16 +324,13 @@ class _DecisionRead:
         return workflow, spec, (SOURCE_WORKFLOW if policy_workflow_id else SOURCE_TENANT), newest_status
 
 
-_decision_reads: dict[str, _DecisionRead] = {}
+_decision_read = built_per_vendor(_DecisionRead)
 
 
 def workflow_for_decision(tenant: Tenant, external_id: str) -> Workflow:
     """The workflow with everything a decision reads, in one statement (see ``_DecisionRead``):
     running totals, the applicable policy and the newest summary's status. 404 for other tenants."""
-    read = _decision_reads.get(connection.vendor)
-    if read is None:
-        read = _decision_reads[connection.vendor] = _DecisionRead()
-    found = read.fetch(tenant.pk, external_id)
+    found = _decision_read().fetch(tenant.pk, external_id)
     if found is None:
         raise NotFound(f"workflow {external_id!r} not found", code="workflow_not_found")
     workflow, spec, source, newest_status = found

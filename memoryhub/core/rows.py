@@ -4,6 +4,7 @@
   and database vendor.
 * ``run_together``: several statements in one round trip.
 * ``PreparedStatement``: planned once per PostgreSQL session instead of on every call.
+* ``built_per_vendor``: hand-written statements built from the models once per database vendor.
 * ``ModelColumns``: a model's columns for a hand-written SELECT, and its rows as instances.
 * ``reserve_ids_sql`` / ``ReservedIds``: ids drawn ahead from a table's sequence (PostgreSQL), so
   rows that reference each other can be inserted together in one round trip.
@@ -17,7 +18,7 @@ run the statement.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from django.conf import settings
@@ -26,6 +27,7 @@ from django.db.models import Model
 from psycopg import ClientCursor
 
 M = TypeVar("M", bound=Model)
+T = TypeVar("T")
 
 _statements: dict[tuple[str, type[Model], int, bool], tuple[str, list[Any]]] = {}
 
@@ -127,6 +129,19 @@ class PreparedStatement:
                 cursor.execute(f"PREPARE {self.name} AS {self.definition}")
             self._sessions.add(session)
         return f"EXECUTE {self.name} ({', '.join(['%s'] * self.arity)})", params
+
+
+def built_per_vendor(build: Callable[[], T]) -> Callable[[], T]:
+    """A getter of ``build()``'s result, built once per database vendor (on first use, when the
+    connection's vendor is known): the statements a hot path runs, written from the models."""
+    built: dict[str, T] = {}
+
+    def get() -> T:
+        if connection.vendor not in built:
+            built[connection.vendor] = build()
+        return built[connection.vendor]
+
+    return get
 
 
 def reserve_ids_sql(model: type[Model], count: int) -> tuple[str, list[Any]] | None:

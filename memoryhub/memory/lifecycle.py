@@ -50,6 +50,7 @@ from memoryhub.core.rows import (
     ModelColumns,
     PreparedStatement,
     ReservedIds,
+    built_per_vendor,
     insert_rows,
     insert_rows_sql,
     reserve_ids_sql,
@@ -295,14 +296,7 @@ class _LockSQL:
         )
 
 
-_lock_sql: dict[str, _LockSQL] = {}
-
-
-def _sql() -> _LockSQL:
-    built = _lock_sql.get(connection.vendor)
-    if built is None:
-        built = _lock_sql[connection.vendor] = _LockSQL()
-    return built
+_sql = built_per_vendor(_LockSQL)
 
 
 def _execute(sql: str, params: list[Any]) -> Any:
@@ -364,8 +358,11 @@ def _lock(
         summary.pk,
         wf_id,
     ]
-    draws = [(model, reserve_ids_sql(model, n)) for model, n in (reserve or {}).items()]
-    drawn = [(model, statement) for model, statement in draws if statement is not None]
+    drawn = [
+        (model, statement)
+        for model, n in (reserve or {}).items()
+        if (statement := reserve_ids_sql(model, n)) is not None  # None where ids cannot be drawn
+    ]
     rows, summaries, *ids = run_together(
         [sql.lock.statement([wf_id]), sql.read.statement(read), *(statement for _, statement in drawn)]
     )
@@ -464,8 +461,8 @@ def _append(
 ) -> list[LifecycleEvent]:
     """Write the LifecycleEvents and an AuditEntry for each (caller is inside the transaction):
     the text payloads, the events, the entries; in one round trip when the ids drawn with the
-    lock (``_reserved``) cover the payloads and events, else in three. An entry whose text is its event's (the
-    reason) shares the event's payload row: one copy of the words, one digest.
+    lock (``_reserved``) cover the payloads and events, else in three. An entry whose text is
+    its event's (the reason) shares the event's payload row: one copy of the words, one digest.
 
     ``changes`` are the statements of the change being recorded (a pointer move, status changes),
     sent ahead of the payloads in their round trip; each must change exactly one row, or the
