@@ -16,6 +16,7 @@ The child reads one JSON command per line on stdin and answers one line on stdou
 
 from __future__ import annotations
 
+import functools
 import importlib
 import io
 import json
@@ -44,6 +45,7 @@ from django.db.models import F
 REPLY = "@@bench_activation "
 
 
+@functools.cache  # resolved once per process: the lookup's file checks ran inside the timed call
 def _module(package: str, name: str) -> Any:
     """memoryhub's module ``name``: ``memoryhub.<package>.<name>`` in this tree, or the flat
     ``memoryhub.<name>`` of trees from before the sub-packages. Decided by the files, not by trying

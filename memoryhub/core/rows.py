@@ -17,14 +17,16 @@ run the statement.
 
 from __future__ import annotations
 
+import json
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Model
-from psycopg import ClientCursor
+from psycopg import ClientCursor, Cursor
+from psycopg.pq import ExecStatus
 
 M = TypeVar("M", bound=Model)
 T = TypeVar("T")
@@ -59,19 +61,102 @@ def insert_rows(model: type[Model], objs: list[Any]) -> None:
 
 def insert_rows_sql(model: type[Model], objs: list[Any]) -> tuple[str, list[Any]]:
     """The statement and parameters ``insert_rows`` runs, for ``run_together``. Objects that
-    already have their ids (``ReservedIds``) are inserted with them (all or none of ``objs``)."""
+    already have their ids (``ReservedIds``) are inserted with them (all or none of ``objs``).
+
+    On PostgreSQL the rows travel as one JSON parameter of a prepared statement (``_JsonInsert``)
+    where every column type allows it; elsewhere as one parameter per value."""
     with_ids = objs[0].pk is not None
     if any((obj.pk is not None) != with_ids for obj in objs):
         raise ValueError("insert_rows_sql: either every object has its id or none has")
+    if connection.vendor == "postgresql":
+        json_insert = _json_insert(model, with_ids)
+        if json_insert is not None and (statement := json_insert.statement(objs)) is not None:
+            return statement
     sql, fields = _statement(model, len(objs), with_ids)
-    return sql, [f.get_db_prep_save(f.pre_save(obj, True), connection) for obj in objs for f in fields]
+    conn = connections[DEFAULT_DB_ALIAS]  # once, not per value through the proxy
+    return sql, [f.get_db_prep_save(f.pre_save(obj, True), conn) for obj in objs for f in fields]
+
+
+# Column types whose values a JSON document carries exactly, read back by PostgreSQL's input
+# function of the column's type (``json_populate_recordset``); a model with any other type
+# (binary, decimal, uuid, …) keeps the VALUES statement.
+_JSON_CARRIED = {
+    "AutoField",
+    "BigAutoField",
+    "ForeignKey",
+    "OneToOneField",
+    "CharField",
+    "TextField",
+    "SmallIntegerField",
+    "IntegerField",
+    "BigIntegerField",
+    "PositiveSmallIntegerField",
+    "PositiveIntegerField",
+    "PositiveBigIntegerField",
+    "BooleanField",
+    "DateTimeField",
+    "JSONField",
+}
+
+
+class _JsonInsert:
+    """An INSERT of any number of ``model`` rows from one JSON array, prepared once per session.
+
+    One parameter instead of one per value: psycopg merges a statement's parameters client-side
+    and only caches the parsing of statements with at most 50 of them, so a few rows of a wide
+    model (an activation's events and audit entries) were re-parsed and quoted value by value on
+    every call, which cost more than the server took to insert them. Rows come back in array
+    order, as Django's own ``bulk_create`` relies on for ``UNNEST``."""
+
+    def __init__(self, model: type[Model], with_ids: bool) -> None:
+        qn = connection.ops.quote_name
+        self.fields = [f for f in model._meta.concrete_fields if with_ids or not f.primary_key]
+        self.kinds = [(f, f.column, f.get_internal_type()) for f in self.fields]
+        table, pk = qn(model._meta.db_table), model._meta.pk
+        assert pk is not None
+        columns = ", ".join(qn(f.column) for f in self.fields)
+        self.prepared = PreparedStatement(
+            f"memoryhub_json_insert_{model._meta.db_table}{'_ids' if with_ids else ''}"[:63],
+            f"INSERT INTO {table} ({columns}) SELECT {columns} "
+            f"FROM json_populate_recordset(NULL::{table}, %s) RETURNING {qn(pk.column)}",
+        )
+
+    def statement(self, objs: list[Any]) -> tuple[str, list[Any]] | None:
+        """The statement for ``objs``, or None when a value has no exact JSON form here (a JSON
+        field holding None, which Django stores as JSON null and the recordset would read as SQL
+        NULL): the caller then sends the VALUES statement."""
+        rows = []
+        for obj in objs:
+            row: dict[str, Any] = {}
+            for field, column, kind in self.kinds:
+                value = field.pre_save(obj, True)
+                if kind == "DateTimeField" and value is not None:
+                    value = value.isoformat()
+                elif kind == "JSONField" and value is None:
+                    return None
+                row[column] = value
+            rows.append(row)
+        return self.prepared.statement([json.dumps(rows, ensure_ascii=False, separators=(",", ":"))])
+
+
+_json_inserts: dict[tuple[type[Model], bool], _JsonInsert | None] = {}
+
+
+def _json_insert(model: type[Model], with_ids: bool) -> _JsonInsert | None:
+    """``model``'s JSON insert (PostgreSQL), or None when one of its column types is not carried."""
+    key = (model, with_ids)
+    if key not in _json_inserts:
+        carried = all(f.get_internal_type() in _JSON_CARRIED for f in model._meta.concrete_fields)
+        _json_inserts[key] = _JsonInsert(model, with_ids) if carried else None
+    return _json_inserts[key]
 
 
 def set_ids(objs: list[Any], ids: list[Any]) -> None:
     """Give the inserted ``objs`` the ids their INSERT returned (in order)."""
+    alias = connection.alias
     for obj, (pk,) in zip(objs, ids, strict=True):
         obj.pk = pk
-        obj._state.adding, obj._state.db = False, connection.alias
+        obj._state.adding, obj._state.db = False, alias
 
 
 def run_together(statements: list[tuple[str, list[Any]]]) -> list[Any]:
@@ -88,15 +173,24 @@ def run_together(statements: list[tuple[str, list[Any]]]) -> list[Any]:
         if isinstance(raw, ClientCursor) and len(statements) > 1:
             cursor.execute(";\n".join(sql for sql, _ in statements), [p for _, ps in statements for p in ps])
             while True:
-                results.append(raw.fetchall() if raw.description is not None else raw.rowcount)
+                results.append(raw.fetchall() if has_rows(raw) else raw.rowcount)
                 if not raw.nextset():
                     break
         else:
             for sql, params in statements:
                 cursor.execute(sql, params)
-                results.append(cursor.fetchall() if cursor.description is not None else cursor.rowcount)
+                results.append(cursor.fetchall() if has_rows(raw) else cursor.rowcount)
     assert len(results) == len(statements), "one result per statement"
     return results
+
+
+def has_rows(raw: Any) -> bool:
+    """Whether the DB-API cursor's current result is a set of rows: ``description is not None``,
+    but on psycopg without building the column descriptions (which cost more than reading a short
+    result)."""
+    if isinstance(raw, Cursor):
+        return raw.pgresult is not None and raw.pgresult.status == ExecStatus.TUPLES_OK
+    return raw.description is not None
 
 
 class PreparedStatement:
@@ -203,7 +297,8 @@ class ModelColumns(Generic[M]):
     def instance(self, row: Sequence[Any], start: int = 0) -> M:
         """The instance of ``row[start : start + width]``, as a queryset builds it."""
         values = list(row[start : start + self.width])
+        conn = connections[DEFAULT_DB_ALIAS]
         for index, col, converters in self.converters:
             for convert in converters:
-                values[index] = convert(values[index], col, connection)
-        return self.model.from_db(connection.alias, self.attnames, values)
+                values[index] = convert(values[index], col, conn)
+        return self.model.from_db(conn.alias, self.attnames, values)

@@ -51,6 +51,7 @@ from memoryhub.core.rows import (
     PreparedStatement,
     ReservedIds,
     built_per_vendor,
+    has_rows,
     insert_rows,
     insert_rows_sql,
     reserve_ids_sql,
@@ -303,7 +304,7 @@ def _execute(sql: str, params: list[Any]) -> Any:
     """Rows of a SELECT, or the row count of an UPDATE."""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.fetchall() if cursor.description is not None else cursor.rowcount
+        return cursor.fetchall() if has_rows(cursor.cursor) else cursor.rowcount
 
 
 @dataclass

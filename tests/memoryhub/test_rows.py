@@ -3,11 +3,13 @@ statement — the same results as running them one by one, on SQLite and Postgre
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from audit.models import Payload
+from audit.models import AuditEntry, Payload
 from memoryhub.core.rows import PreparedStatement, ReservedIds, insert_rows, reserve_ids_sql, run_together
 from memoryhub.models import Workflow
 from tests.factories import build_workflow
@@ -19,11 +21,15 @@ def _payloads(tenant, *words: str) -> list[Payload]:
     return [Payload(tenant_id=tenant.pk, body={"reason": w}, digest=f"sha256:{w}") for w in words]
 
 
-def test_insert_rows_writes_every_row_in_one_statement_and_sets_the_ids(tenant):
+def test_insert_rows_writes_every_row_in_one_statement_and_sets_the_ids(tenant, settings):
+    settings.MEMORYHUB_PREPARE_STATEMENTS = True
     rows = _payloads(tenant, "one", "two", "three")
     with CaptureQueriesContext(connection) as ctx:
         insert_rows(Payload, rows)
-    assert len(ctx.captured_queries) == 1
+    sent = [q for q in ctx.captured_queries if not q["sql"].startswith("PREPARE")]  # once a session
+    assert len(sent) == 1
+    if connection.vendor == "postgresql":  # the rows as one JSON parameter of a prepared INSERT
+        assert sent[0]["sql"].startswith("EXECUTE memoryhub_json_insert_audit_payload (")
     assert all(row.pk and not row._state.adding for row in rows)
     stored = dict(Payload.objects.filter(pk__in=[r.pk for r in rows]).values_list("pk", "body"))
     assert stored == {row.pk: row.body for row in rows}  # each id is its own row's
@@ -124,3 +130,81 @@ def test_rows_with_and_without_ids_do_not_mix(tenant):
     rows[0].pk = 10**9
     with pytest.raises(ValueError, match="every object has its id or none"):
         insert_rows(Payload, rows)
+
+
+# Values that quoting, escaping or a JSON round trip could bend: quotes, backslashes, placeholders,
+# non-ASCII, control characters, big and negative numbers, floats, nested nulls, empty containers.
+AWKWARD_BODIES = [
+    "it's a 'quoted' \"text\"",
+    "back\\slash \\n and %s %(name)s %% {}",
+    "naïve ☃ 🚀 \u00e9\t\r\n",
+    "",
+    {"nested": {"list": [1, -2, 2**62, 1.5, True, False, None, "x"], "empty": {}, "none": None}},
+    [],
+    {},
+    0,
+    -(2**53),
+    3.25,
+    True,
+]
+
+
+def _as_stored(model, rows) -> list[dict]:
+    """Every column of ``rows`` as read back from the database, but the id and the times the
+    insert itself stamps (``auto_now_add``)."""
+    stamped = {"id"} | {f.attname for f in model._meta.concrete_fields if getattr(f, "auto_now_add", False)}
+    stored = {r["id"]: r for r in model.objects.filter(pk__in=[row.pk for row in rows]).values()}
+    return [{k: v for k, v in stored[row.pk].items() if k not in stamped} for row in rows]
+
+
+def test_inserted_rows_read_back_exactly_as_the_orm_writes_them(tenant):
+    """Whatever way ``insert_rows`` sends the rows (one JSON document on PostgreSQL, one
+    parameter per value elsewhere), they read back as Django's ``bulk_create`` writes them."""
+    at = dt.datetime(2026, 12, 2, 7, 8, 9, 123456, tzinfo=dt.timezone(dt.timedelta(hours=5, minutes=30)))
+
+    def payloads() -> list[Payload]:
+        return [
+            Payload(tenant_id=tenant.pk, body=body, digest=f"sha256:{i}")
+            for i, body in enumerate(AWKWARD_BODIES)
+        ]
+
+    def entries() -> list[AuditEntry]:
+        return [
+            AuditEntry(
+                tenant=tenant,
+                at=at + dt.timedelta(microseconds=i),
+                actor="user:o'brien \\ ☃",
+                action="summary.activate",
+                object_type="summary",
+                object_id=str(i),
+                chained_data={"value": body},
+                payload_digest="",
+                sequenced_at=None if i % 2 else at,
+            )
+            for i, body in enumerate(AWKWARD_BODIES)
+        ]
+
+    for build, model in ((payloads, Payload), (entries, AuditEntry)):
+        ours, django = build(), build()
+        with transaction.atomic():
+            insert_rows(model, ours)
+        model.objects.bulk_create(django)
+        assert [row.pk for row in ours] == sorted(row.pk for row in ours)  # ids in row order
+        assert _as_stored(model, ours) == _as_stored(model, django), model.__name__
+
+
+def test_a_json_field_holding_none_is_stored_as_django_stores_it(tenant):
+    """JSON null has no exact form in the one-document insert: such rows take the VALUES statement."""
+    ours, django = _payloads(tenant, "one"), _payloads(tenant, "two")
+    ours[0].body = django[0].body = None
+    outcomes = []
+    for insert in (lambda: insert_rows(Payload, ours), lambda: Payload.objects.bulk_create(django)):
+        try:
+            with transaction.atomic():
+                insert()
+            outcomes.append("stored")
+        except IntegrityError:
+            outcomes.append("refused")
+    assert outcomes[0] == outcomes[1]
+    if outcomes[0] == "stored":
+        assert _as_stored(Payload, ours)[0]["body"] == _as_stored(Payload, django)[0]["body"]
