@@ -225,6 +225,7 @@ class _SequencerSQL:
             f"SELECT {self.entry.sql} FROM {entries} e WHERE e.{qn('tenant_id')} = %s AND e.{qn('seq')} IS NULL "
             f"ORDER BY e.{qn('id')} LIMIT %s{skip}"
         )
+        self.head_exists = f"SELECT 1 FROM {head} WHERE {qn('tenant_id')} = %s"
         self.pending = f"SELECT 1 FROM {entries} WHERE {qn('tenant_id')} = %s AND {qn('seq')} IS NULL LIMIT 1"
         self.move_head = (
             f"UPDATE {head} SET {qn('seq')} = %s, {qn('entry_hash')} = %s WHERE {qn('tenant_id')} = %s"
@@ -252,15 +253,20 @@ def _sequence_batch(tenant_id: int, batch: int) -> int | None:
     when another sequencer holds the chain head. Two round trips: the head's lock with the
     claim of the oldest pending entries (``SKIP LOCKED``), then their seq/hashes with the head's move."""
     sql = _sql()
-    lock_and_claim = [(sql.head, [tenant_id]), (sql.claim, [tenant_id, batch])]
+    # The head's existence travels along: a locked head and a missing one both lock nothing.
+    lock_and_claim = [
+        (sql.head, [tenant_id]),
+        (sql.claim, [tenant_id, batch]),
+        (sql.head_exists, [tenant_id]),
+    ]
     with transaction.atomic():
-        heads, rows = run_together(lock_and_claim)
-        if not heads and not AuditChainHead.objects.filter(tenant_id=tenant_id).exists():
+        heads, rows, exists = run_together(lock_and_claim)
+        if not exists:
             # The tenant's first sequencing: its head is created, then locked like any other.
             AuditChainHead.objects.get_or_create(
                 tenant_id=tenant_id, defaults={"seq": 0, "entry_hash": GENESIS_HASH}
             )
-            heads, rows = run_together(lock_and_claim)
+            heads, rows, exists = run_together(lock_and_claim)
         if not heads:
             return None  # another sequencer holds the head (the rows claimed go back at once)
         if not rows:

@@ -26,6 +26,7 @@ import psycopg
 import pytest
 from django.core.management import call_command
 from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from audit import log
@@ -494,6 +495,24 @@ def test_verify_reports_pending_entries_and_the_oldest_age(tenant, carol):
     released = verify_chain(tenant)  # the chain is free again: verify sequences the three
     assert (released["ok"], released["pending"], released["pending_oldest_age_s"]) == (True, 0, None)
     assert released["sequenced_now"] == 3 and released["entries"] == len(chain_seqs(tenant))
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_pass_that_finds_the_chain_held_returns_in_one_round_trip(tenant):
+    """Every process's sequencer runs a pass after its writers' commits, and all but one find the
+    chain head held: that pass must cost one round trip, not a second query asking whether the
+    head exists (the held head and a missing one both lock nothing, so the answer travels along)."""
+    with hold_chain(tenant):
+        audited_write(tenant, "held")
+        log.background.drain()
+        with CaptureQueriesContext(connection) as ctx:
+            assert log._sequence_batch(tenant.pk, 10) is None
+        sent = [q["sql"] for q in ctx.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")]
+        assert len(sent) == 1, sent  # the head's lock, the claim and the head's existence, together
+        assert AuditEntry.objects.get(object_id="held").seq is None
+    sequence_pending(tenant)
+    assert AuditEntry.objects.get(object_id="held").seq is not None  # sequenced once released
 
 
 def _forked_writer(tenant_id: int, queue) -> None:  # pragma: no cover - child
