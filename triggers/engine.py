@@ -160,12 +160,20 @@ class PolicySpec:
         return self.context_window - self.reserve_system - self.reserve_output
 
     def strategy(self, name: str) -> dict[str, Any]:
-        """One strategy's settings, defaults filled in for anything missing."""
-        merged = {"enabled": name in DEFAULT_ENABLED} | {
-            key: spec[3] for key, spec in STRATEGY_SCHEMA[name].items()
-        }
-        merged.update(self.strategies.get(name, {}))
-        return merged
+        """One strategy's settings, defaults filled in for anything missing (a copy: the merge is
+        kept on the instance, which is frozen, and a decision asks for several strategies)."""
+        merged_by_name = self.__dict__.get("_merged")
+        if merged_by_name is None:
+            merged_by_name = {}
+            object.__setattr__(self, "_merged", merged_by_name)  # not a field: eq and fields() ignore it
+        merged = merged_by_name.get(name)
+        if merged is None:
+            merged = {"enabled": name in DEFAULT_ENABLED} | {
+                key: spec[3] for key, spec in STRATEGY_SCHEMA[name].items()
+            }
+            merged.update(self.strategies.get(name, {}))
+            merged_by_name[name] = merged
+        return dict(merged)
 
     def enabled(self, name: str) -> bool:
         return bool(self.strategy(name)["enabled"])

@@ -9,6 +9,7 @@ the simulator replays.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime
@@ -259,6 +260,10 @@ def _since_last_compaction(workflow: Workflow, now: datetime) -> tuple[int | Non
     return None, None
 
 
+# Distinct policy rows whose PolicySpec a process keeps (``_DecisionRead._spec``).
+POLICY_SPECS_KEPT = 1024
+
+
 class _DecisionRead:
     """The one statement a stateful decision reads, with the ORM's own value converters.
 
@@ -295,6 +300,8 @@ class _DecisionRead:
             f"ORDER BY (p.{policy_workflow} IS NULL) LIMIT 1"
         )
         self.prepared = PreparedStatement("memoryhub_decision_read", self.sql)
+        self.workflow_attnames = [f.attname for f in self.workflow_fields]
+        self._specs: dict[tuple[Any, ...], PolicySpec] = {}  # PolicySpec is frozen: shared safely
         self.converters = [self._converters(f, wf.db_table) for f in self.workflow_fields]
         self.converters += [self._converters(f, policy.db_table) for f in self.policy_fields]
 
@@ -309,19 +316,35 @@ class _DecisionRead:
             raw = cursor.fetchone()
         if raw is None:
             return None
-        values = list(raw[: len(self.converters)])
-        for index, (col, converters) in enumerate(self.converters):
-            for convert in converters:
-                values[index] = convert(values[index], col, connection)
         split = len(self.workflow_fields)
-        workflow = Workflow.from_db(
-            connection.alias, [f.attname for f in self.workflow_fields], values[:split]
-        )
+        values = self._converted(raw[:split], 0)
+        workflow = Workflow.from_db(connection.alias, self.workflow_attnames, values)
         policy_id, policy_workflow_id, newest_status = raw[len(self.converters) :]
         if policy_id is None:
             return workflow, PolicySpec(), SOURCE_DEFAULT, newest_status
-        spec = PolicySpec.from_dict(dict(zip(POLICY_FIELDS, values[split:], strict=True)))
+        spec = self._spec(tuple(raw[split : len(self.converters)]))
         return workflow, spec, (SOURCE_WORKFLOW if policy_workflow_id else SOURCE_TENANT), newest_status
+
+    def _converted(self, raw: Sequence[Any], start: int) -> list[Any]:
+        """``raw`` (the columns from ``start`` on) through the ORM's converters."""
+        values = list(raw)
+        for index, (col, converters) in enumerate(self.converters[start : start + len(values)]):
+            for convert in converters:
+                values[index] = convert(values[index], col, connection)
+        return values
+
+    def _spec(self, raw_policy: tuple[Any, ...]) -> PolicySpec:
+        """The policy of these column values as read (JSON still text), built once per distinct
+        row: a policy changes rarely and is read before every step of every agent, and building
+        it (JSON parsing, strategy defaults) cost a quarter of a logged decision's CPU."""
+        spec = self._specs.get(raw_policy)
+        if spec is None:
+            values = self._converted(raw_policy, len(self.workflow_fields))
+            spec = PolicySpec.from_dict(dict(zip(POLICY_FIELDS, values, strict=True)))
+            if len(self._specs) >= POLICY_SPECS_KEPT:
+                self._specs.clear()  # rows of policies since changed: start over
+            self._specs[raw_policy] = spec
+        return spec
 
 
 _decision_read = built_per_vendor(_DecisionRead)

@@ -335,6 +335,24 @@ def test_a_stateful_decision_is_one_read_and_one_logged_row(settings, tenant, ot
         services.workflow_for_decision(other_tenant, "wf-trig")
 
 
+def test_a_policy_changed_in_place_decides_the_next_call(tenant, wf):
+    """A process keeps each policy row's PolicySpec once built (by the row's values as read): an
+    update to the same row is a new key, so the next decision uses the new numbers."""
+    from triggers import services
+
+    add_tokens(wf, 17_000, events=40)
+    budgets = []
+    for window in (52_000, 60_000, 52_000):
+        f.policy(tenant, wf, context_window=window, target_tokens=8_000)
+        row = services.decide(
+            services.workflow_for_decision(tenant, "wf-trig"),
+            {"expected_next_step_tokens": 4_000},
+            Actor.system("tests"),
+        )
+        budgets.append(row.safe_budget)
+    assert budgets == [38_000, 46_000, 38_000]
+
+
 # --------------------------------------------------------------------------------------------
 # Stateless what-if
 # --------------------------------------------------------------------------------------------
