@@ -213,13 +213,14 @@ class PreparedStatement:
     def statement(self, params: list[Any]) -> tuple[str, list[Any]]:
         """(SQL, params) to run now on this connection (``cursor.execute`` or ``run_together``),
         preparing the statement on this session first when it has not been."""
-        if connection.vendor != "postgresql" or not settings.MEMORYHUB_PREPARE_STATEMENTS:
+        conn = connections[DEFAULT_DB_ALIAS]  # once: each use of the proxy looks it up again
+        if conn.vendor != "postgresql" or not settings.MEMORYHUB_PREPARE_STATEMENTS:
             return self.sql, params
-        connection.ensure_connection()
-        session = connection.connection
+        conn.ensure_connection()
+        session = conn.connection
         if session not in self._sessions:
             # Alone, so it is known to have run (PREPARE outlives a rolled-back transaction).
-            with connection.cursor() as cursor:
+            with conn.cursor() as cursor:
                 cursor.execute(f"PREPARE {self.name} AS {self.definition}")
             self._sessions.add(session)
         return f"EXECUTE {self.name} ({', '.join(['%s'] * self.arity)})", params
@@ -231,9 +232,10 @@ def built_per_vendor(build: Callable[[], T]) -> Callable[[], T]:
     built: dict[str, T] = {}
 
     def get() -> T:
-        if connection.vendor not in built:
-            built[connection.vendor] = build()
-        return built[connection.vendor]
+        vendor = connections[DEFAULT_DB_ALIAS].vendor
+        if vendor not in built:
+            built[vendor] = build()
+        return built[vendor]
 
     return get
 
