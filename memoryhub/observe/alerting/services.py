@@ -194,6 +194,21 @@ def clean_rule(tenant: Tenant, data: dict[str, Any], rule: AlertRule | None = No
     return out
 
 
+def tenant_rule(tenant: Tenant, pk: int) -> AlertRule | None:
+    """The tenant's rule ``pk`` with its channels, or None (another tenant's rule is none)."""
+    return AlertRule.objects.filter(tenant=tenant, pk=pk).prefetch_related("channels").first()
+
+
+def tenant_channel(tenant: Tenant, pk: int) -> Channel | None:
+    """The tenant's channel ``pk``, or None (another tenant's channel is none)."""
+    return Channel.objects.filter(tenant=tenant, pk=pk).first()
+
+
+def channels_by_name(tenant: Tenant) -> list[Channel]:
+    """The tenant's channels, by name (the choices a rule's form offers)."""
+    return list(Channel.objects.filter(tenant=tenant).order_by("name"))
+
+
 def _tenant_channels(tenant: Tenant, ids: Any) -> list[Channel]:
     if ids is None:
         return []

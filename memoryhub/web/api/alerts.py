@@ -269,7 +269,7 @@ def _rule(request, pk: int) -> AlertRule:
 
 
 def _channel(request, pk: int) -> Channel:
-    channel = Channel.objects.filter(tenant=request.tenant, pk=pk).first()
+    channel = services.tenant_channel(request.tenant, pk)
     if channel is None:
         raise NotFound(f"channel {pk} not found", code="channel_not_found")
     return channel

@@ -50,14 +50,14 @@ def _admin_tenant(request: HttpRequest) -> Tenant:
 
 
 def _rule(tenant: Tenant, pk: int) -> AlertRule:
-    rule = AlertRule.objects.filter(tenant=tenant, pk=pk).prefetch_related("channels").first()
+    rule = services.tenant_rule(tenant, pk)
     if rule is None:
         raise Http404("No such alert rule in this tenant.")
     return rule
 
 
 def _channel(tenant: Tenant, pk: int) -> Channel:
-    channel = Channel.objects.filter(tenant=tenant, pk=pk).first()
+    channel = services.tenant_channel(tenant, pk)
     if channel is None:
         raise Http404("No such channel in this tenant.")
     return channel
@@ -102,7 +102,7 @@ class RuleForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["channels"].choices = [  # type: ignore[attr-defined]  # fields[] is typed as the base Field
             (str(c.pk), f"{c.name} ({c.kind}{', disabled' if c.disabled_at else ''})")
-            for c in Channel.objects.filter(tenant=tenant).order_by("name")
+            for c in services.channels_by_name(tenant)
         ]
 
     def payload(self) -> dict:
