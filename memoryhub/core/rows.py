@@ -70,8 +70,8 @@ def insert_rows_sql(model: type[Model], objs: list[Any]) -> tuple[str, list[Any]
         raise ValueError("insert_rows_sql: either every object has its id or none has")
     if connection.vendor == "postgresql":
         json_insert = _json_insert(model, with_ids)
-        if json_insert is not None and (statement := json_insert.statement(objs)) is not None:
-            return statement
+        if json_insert is not None:
+            return json_insert.statement(objs)
     sql, fields = _statement(model, len(objs), with_ids)
     conn = connections[DEFAULT_DB_ALIAS]  # once, not per value through the proxy
     return sql, [f.get_db_prep_save(f.pre_save(obj, True), conn) for obj in objs for f in fields]
@@ -121,10 +121,9 @@ class _JsonInsert:
             f"FROM json_populate_recordset(NULL::{table}, %s) RETURNING {qn(pk.column)}",
         )
 
-    def statement(self, objs: list[Any]) -> tuple[str, list[Any]] | None:
-        """The statement for ``objs``, or None when a value has no exact JSON form here (a JSON
-        field holding None, which Django stores as JSON null and the recordset would read as SQL
-        NULL): the caller then sends the VALUES statement."""
+    def statement(self, objs: list[Any]) -> tuple[str, list[Any]]:
+        """The statement for ``objs``. None is JSON null, which the recordset reads as SQL NULL,
+        as Django stores None in any column (a JSON field included)."""
         rows = []
         for obj in objs:
             row: dict[str, Any] = {}
@@ -132,8 +131,6 @@ class _JsonInsert:
                 value = field.pre_save(obj, True)
                 if kind == "DateTimeField" and value is not None:
                     value = value.isoformat()
-                elif kind == "JSONField" and value is None:
-                    return None
                 row[column] = value
             rows.append(row)
         return self.prepared.statement([json.dumps(rows, ensure_ascii=False, separators=(",", ":"))])
