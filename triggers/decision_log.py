@@ -35,6 +35,8 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connection, connections, transaction
 from django.db.models import Field
 
+from memoryhub.core.rows import PLAIN_COLUMN_TYPES
+
 if TYPE_CHECKING:  # by name at run time (see _model): triggers.apps and triggers.models import this module
     from memoryhub.models import Workflow
     from triggers.models import TriggerDecision
@@ -55,29 +57,16 @@ def _fields() -> list[Field]:
     return [f for f in _model()._meta.concrete_fields if not f.primary_key]
 
 
-# Column types whose values psycopg's COPY takes as the attributes hold them (``get_db_prep_save``
-# is the identity for them on PostgreSQL, and cost a tenth of a buffered decision's CPU).
-_COPIED_AS_IS = {
-    "ForeignKey",
-    "CharField",
-    "TextField",
-    "IntegerField",
-    "BigIntegerField",
-    "PositiveIntegerField",
-    "PositiveBigIntegerField",
-    "BooleanField",
-    "DateTimeField",
-}
-
-
 @cache
 def _copy_plan() -> list[tuple[Field, bool, Any]]:
-    """Per field: (field, is it JSON, its encoder). A type not known to copy as it is fails here,
-    at the first decision, rather than writing a value the ORM would have converted."""
+    """Per field: (field, is it JSON, its encoder), for COPY on PostgreSQL, which takes plain
+    columns as the attributes hold them (``get_db_prep_save`` cost a tenth of a buffered decision's
+    CPU). A type not known to copy as it is fails here, at the first decision, rather than writing
+    a value the ORM would have converted."""
     plan = []
     for field in _fields():
         kind = field.get_internal_type()
-        if kind not in _COPIED_AS_IS and kind != "JSONField":
+        if kind not in PLAIN_COLUMN_TYPES and kind != "JSONField":
             raise TypeError(f"TriggerDecision.{field.name} ({kind}): add its conversion to decision_log")
         plan.append((field, kind == "JSONField", getattr(field, "encoder", None)))
     return plan

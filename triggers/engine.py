@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 from typing import Any
 
 from memoryhub.core.quality import default_quality, merged_quality, quality_errors
@@ -162,18 +163,19 @@ class PolicySpec:
     def strategy(self, name: str) -> dict[str, Any]:
         """One strategy's settings, defaults filled in for anything missing (a copy: the merge is
         kept on the instance, which is frozen, and a decision asks for several strategies)."""
-        merged_by_name = self.__dict__.get("_merged")
-        if merged_by_name is None:
-            merged_by_name = {}
-            object.__setattr__(self, "_merged", merged_by_name)  # not a field: eq and fields() ignore it
-        merged = merged_by_name.get(name)
+        merged = self._merged_strategies.get(name)
         if merged is None:
             merged = {"enabled": name in DEFAULT_ENABLED} | {
                 key: spec[3] for key, spec in STRATEGY_SCHEMA[name].items()
             }
             merged.update(self.strategies.get(name, {}))
-            merged_by_name[name] = merged
+            self._merged_strategies[name] = merged
         return dict(merged)
+
+    @cached_property
+    def _merged_strategies(self) -> dict[str, dict[str, Any]]:
+        """``strategy()``'s merges so far (not a field: eq, replace and fields() ignore it)."""
+        return {}
 
     def enabled(self, name: str) -> bool:
         return bool(self.strategy(name)["enabled"])

@@ -9,7 +9,6 @@ the simulator replays.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime
@@ -24,7 +23,7 @@ from django.utils import timezone
 from audit.log import record
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Forbidden, InvalidInput, NotFound
-from memoryhub.core.rows import PreparedStatement, built_per_vendor
+from memoryhub.core.rows import ModelColumns, PreparedStatement, built_per_vendor
 from memoryhub.core.tokens import known_encoding
 from memoryhub.memory.quality_service import parse_estimate, record_trigger_estimate
 from memoryhub.memory.workflows import get_workflow
@@ -278,10 +277,9 @@ class _DecisionRead:
     def __init__(self) -> None:
         qn = connection.ops.quote_name
         wf, policy, summary = Workflow._meta, ContextPolicy._meta, Summary._meta
-        self.workflow_fields = list(wf.concrete_fields)
+        self.workflow = ModelColumns(Workflow, "w")
         self.policy_fields = [cast(Field, policy.get_field(name)) for name in POLICY_FIELDS]
-        columns = [f"w.{qn(f.column)}" for f in self.workflow_fields]
-        columns += [f"p.{qn(f.column)}" for f in self.policy_fields]
+        columns = [self.workflow.sql] + [f"p.{qn(f.column)}" for f in self.policy_fields]
 
         def column(meta: Options[Any], name: str) -> str:
             return qn(cast(Field, meta.get_field(name)).column)
@@ -300,10 +298,8 @@ class _DecisionRead:
             f"ORDER BY (p.{policy_workflow} IS NULL) LIMIT 1"
         )
         self.prepared = PreparedStatement("memoryhub_decision_read", self.sql)
-        self.workflow_attnames = [f.attname for f in self.workflow_fields]
         self._specs: dict[tuple[Any, ...], PolicySpec] = {}  # PolicySpec is frozen: shared safely
-        self.converters = [self._converters(f, wf.db_table) for f in self.workflow_fields]
-        self.converters += [self._converters(f, policy.db_table) for f in self.policy_fields]
+        self.policy_converters = [self._converters(f, policy.db_table) for f in self.policy_fields]
 
     @staticmethod
     def _converters(field: Field, table: str) -> tuple[Col, list[Any]]:
@@ -316,22 +312,13 @@ class _DecisionRead:
             raw = cursor.fetchone()
         if raw is None:
             return None
-        split = len(self.workflow_fields)
-        values = self._converted(raw[:split], 0)
-        workflow = Workflow.from_db(connection.alias, self.workflow_attnames, values)
-        policy_id, policy_workflow_id, newest_status = raw[len(self.converters) :]
+        workflow = self.workflow.instance(raw)
+        end = self.workflow.width + len(self.policy_fields)
+        policy_id, policy_workflow_id, newest_status = raw[end:]
         if policy_id is None:
             return workflow, PolicySpec(), SOURCE_DEFAULT, newest_status
-        spec = self._spec(tuple(raw[split : len(self.converters)]))
+        spec = self._spec(tuple(raw[self.workflow.width : end]))
         return workflow, spec, (SOURCE_WORKFLOW if policy_workflow_id else SOURCE_TENANT), newest_status
-
-    def _converted(self, raw: Sequence[Any], start: int) -> list[Any]:
-        """``raw`` (the columns from ``start`` on) through the ORM's converters."""
-        values = list(raw)
-        for index, (col, converters) in enumerate(self.converters[start : start + len(values)]):
-            for convert in converters:
-                values[index] = convert(values[index], col, connection)
-        return values
 
     def _spec(self, raw_policy: tuple[Any, ...]) -> PolicySpec:
         """The policy of these column values as read (JSON still text), built once per distinct
@@ -339,7 +326,10 @@ class _DecisionRead:
         it (JSON parsing, strategy defaults) cost a quarter of a logged decision's CPU."""
         spec = self._specs.get(raw_policy)
         if spec is None:
-            values = self._converted(raw_policy, len(self.workflow_fields))
+            values = list(raw_policy)
+            for index, (col, converters) in enumerate(self.policy_converters):
+                for convert in converters:
+                    values[index] = convert(values[index], col, connection)
             spec = PolicySpec.from_dict(dict(zip(POLICY_FIELDS, values, strict=True)))
             if len(self._specs) >= POLICY_SPECS_KEPT:
                 self._specs.clear()  # rows of policies since changed: start over

@@ -77,26 +77,30 @@ def insert_rows_sql(model: type[Model], objs: list[Any]) -> tuple[str, list[Any]
     return sql, [f.get_db_prep_save(f.pre_save(obj, True), conn) for obj in objs for f in fields]
 
 
-# Column types whose values a JSON document carries exactly, read back by PostgreSQL's input
-# function of the column's type (``json_populate_recordset``); a model with any other type
-# (binary, decimal, uuid, …) keeps the VALUES statement.
-_JSON_CARRIED = {
-    "AutoField",
-    "BigAutoField",
-    "ForeignKey",
-    "OneToOneField",
-    "CharField",
-    "TextField",
-    "SmallIntegerField",
-    "IntegerField",
-    "BigIntegerField",
-    "PositiveSmallIntegerField",
-    "PositiveIntegerField",
-    "PositiveBigIntegerField",
-    "BooleanField",
-    "DateTimeField",
-    "JSONField",
-}
+# Column types whose values psycopg takes as the model's attributes hold them (``get_db_prep_save``
+# is the identity for them on PostgreSQL). Shared by the JSON insert below and the decision log's COPY.
+PLAIN_COLUMN_TYPES = frozenset(
+    {
+        "AutoField",
+        "BigAutoField",
+        "ForeignKey",
+        "OneToOneField",
+        "CharField",
+        "TextField",
+        "SmallIntegerField",
+        "IntegerField",
+        "BigIntegerField",
+        "PositiveSmallIntegerField",
+        "PositiveIntegerField",
+        "PositiveBigIntegerField",
+        "BooleanField",
+        "DateTimeField",
+    }
+)
+# What a JSON document carries exactly, read back by PostgreSQL's input function of the column's
+# type (``json_populate_recordset``); a model with any other type (binary, decimal, uuid, …)
+# keeps the VALUES statement.
+_JSON_CARRIED = PLAIN_COLUMN_TYPES | {"JSONField"}
 
 
 class _JsonInsert:
