@@ -28,6 +28,7 @@ lint: $(STAMP)
 	@$(VENV)/bin/ruff check .
 	@$(VENV)/bin/ruff format --check .
 	@$(VENV)/bin/lint-imports
+	@. scripts/dev-env.sh && $(PY) manage.py makemigrations --check --dry-run
 
 fmt: $(STAMP)
 	@$(VENV)/bin/ruff format .

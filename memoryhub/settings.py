@@ -32,7 +32,8 @@ if not SECRET_KEY:
             "SECRET_KEY is not set. MemoryHub refuses to start without one unless DEBUG=true. "
             "Set SECRET_KEY to a long random value (e.g. the output of "
             "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`); "
-            "`make demo` generates a development key under var/ by itself."
+            "`make demo` generates a development key under var/ by itself; for a one-off command on "
+            "a development machine (e.g. `manage.py makemigrations --check`), DEBUG=true is enough."
         )
     # DEBUG=true on a developer's machine only: a fixed, publicly known key.
     SECRET_KEY = "dev-insecure-memoryhub-key-only-with-debug-0123456789abcdef"
