@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import re
 from dataclasses import dataclass
 
 import regex
@@ -99,10 +100,10 @@ def _chunks(text: str) -> list[tuple[str, int, int]]:
 
 # -- numbers --------------------------------------------------------------------------------------
 
-_NUM = regex.compile(
+_NUM = re.compile(
     r"\A[-+−]?(?:\d{1,3}(?:(?P<sep>[.,\u00a0\u202f’' ])\d{3})(?:(?P=sep)\d{3})*|\d+)(?:[.,]\d+)?\Z"
 )
-_ORDINAL = regex.compile(r"\A(\d{1,2})(?:st|nd|rd|th|\.)\Z")
+_ORDINAL = re.compile(r"\A(\d{1,2})(?:st|nd|rd|th|\.)\Z")
 _CURRENCY_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR", "￥": "JPY", "₩": "KRW"}
 _CURRENCY_CODES = frozenset(
     [
@@ -247,42 +248,41 @@ for _i, _names in enumerate(
 
 # -- chunk classifiers (anchored: bounded work per chunk) -----------------------------------------
 
-_URL = regex.compile(r"\A(?:(?:https?|ftp|wss?)://|www\.)[^\s]+\Z", regex.IGNORECASE)
-_EMAIL = regex.compile(r"\A[\w.+-]+@[\w-]+(?:\.[\w-]+)+\Z")
-_ISO_DATE = regex.compile(
+_URL = re.compile(r"\A(?:(?:https?|ftp|wss?)://|www\.)[^\s]+\Z", re.IGNORECASE)
+_EMAIL = re.compile(r"\A[\w.+-]+@[\w-]+(?:\.[\w-]+)+\Z")
+_ISO_DATE = re.compile(
     r"\A(?P<d>\d{4}-\d{2}-\d{2})(?:[T ](?P<t>\d{2}:\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\Z"
 )
-_TIME = regex.compile(r"\A(\d{1,2}):(\d{2})(?::\d{2})?\Z")
-_EPOCH = regex.compile(r"\A1\d{9}(?:\d{3})?\Z")
+_TIME = re.compile(r"\A(\d{1,2}):(\d{2})(?::\d{2})?\Z")
+_EPOCH = re.compile(r"\A1\d{9}(?:\d{3})?\Z")
 _EXT = (
     r"py|pyi|ya?ml|json|jsonl|md|rst|txt|toml|ini|cfg|conf|ts|tsx|js|jsx|mjs|go|rs|java|kt|rb|php|"
     r"c|h|cc|cpp|hpp|cs|sql|sh|bash|csv|log|html|css|xml|proto|lock|env|tf|gradle|ipynb|parquet|"
     r"swift|scala|vue|svelte|pdf|png|jpg|zip|gz"
 )
-_FILE = regex.compile(r"\A[\w@{}-]+(?:\.[\w@{}-]+)*\.(?:" + _EXT + r")(?::\d+){0,2}\Z", regex.IGNORECASE)
-_SLASHED = regex.compile(r"\A(?:~|\.{1,2})?/?[\w.@{}:+-]+(?:/[\w.@{}:+-]*)+\Z")
-_SEPARATED = regex.compile(r"\A[\p{L}\p{N}]+(?:[-_.:/#+][\p{L}\p{N}]+)+\Z")
-_HAS_DIGIT = regex.compile(r"\d")
-_HAS_LETTER = regex.compile(r"\p{L}")
-_CONSTANT = regex.compile(r"\A[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\Z")
-_SNAKE = regex.compile(r"\A_?[a-z][a-z0-9]*(?:_[a-z0-9]+)+\Z")
-_CAMEL = regex.compile(r"\A[a-z]+(?:[A-Z][a-z0-9]*)+\Z")
-_PASCAL = regex.compile(r"\A[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\Z")
-_DOTTED = regex.compile(r"\A[A-Za-z_][A-Za-z0-9_]+(?:\.[A-Za-z_][A-Za-z0-9_]+)+(?:\(\))?\Z")
-_CALL = regex.compile(r"\A[A-Za-z_][A-Za-z0-9_.]*\(\)\Z")
-_HEADER = regex.compile(r"\A[A-Z][a-z]+(?:-[A-Z][a-z]+)+\Z")
-_ACRONYM = regex.compile(r"\A[A-Z]{2,10}\Z")
-_CAPITALISED = regex.compile(r"\A\p{Lu}\p{Ll}+(?:-\p{Lu}\p{Ll}+)?\Z")
-_UPPER_JOINED = regex.compile(r"\A[A-Z0-9]{2,}(?:[-_][A-Z0-9]+)+\Z")
-_QUOTED = regex.compile(
+_FILE = re.compile(r"\A[\w@{}-]+(?:\.[\w@{}-]+)*\.(?:" + _EXT + r")(?::\d+){0,2}\Z", re.IGNORECASE)
+_SLASHED = re.compile(r"\A(?:~|\.{1,2})?/?[\w.@{}:+-]+(?:/[\w.@{}:+-]*)+\Z")
+_SEPARATED = re.compile(r"\A[^\W_]+(?:[-_.:/#+][^\W_]+)+\Z")
+_HAS_DIGIT = re.compile(r"\d")
+_HAS_LETTER = re.compile(r"[^\W\d_]")
+_CONSTANT = re.compile(r"\A[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\Z")
+_SNAKE = re.compile(r"\A_?[a-z][a-z0-9]*(?:_[a-z0-9]+)+\Z")
+_CAMEL = re.compile(r"\A[a-z]+(?:[A-Z][a-z0-9]*)+\Z")
+_PASCAL = re.compile(r"\A[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\Z")
+_DOTTED = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]+(?:\.[A-Za-z_][A-Za-z0-9_]+)+(?:\(\))?\Z")
+_CALL = re.compile(r"\A[A-Za-z_][A-Za-z0-9_.]*\(\)\Z")
+_HEADER = re.compile(r"\A[A-Z][a-z]+(?:-[A-Z][a-z]+)+\Z")
+_ACRONYM = re.compile(r"\A[A-Z]{2,10}\Z")
+_UPPER_JOINED = re.compile(r"\A[A-Z0-9]{2,}(?:[-_][A-Z0-9]+)+\Z")
+_QUOTED = re.compile(
     r"\"([^\"\n]{3,160})\"(?!\s*:)|“([^”\n]{3,160})”|„([^“”\n]{3,160})[“”]|「([^」\n]{1,160})」"
     r"|`([^`\n]{2,200})`|(?<!\w)'([^'\n]{3,160})'(?!\w)"
 )
-_WS = regex.compile(r"\s+")
-_THOUSANDS_TAIL = regex.compile(r"\A\d{3}(?:[.,]\d+)?\Z")
-_GLUED = regex.compile(r"\A(\d+(?:[.,]\d+)?)(\p{L}+|/s|°C)\Z")  # 250ms, 118cm, 3x
-_ALNUM = regex.compile(r"\A[\p{L}\p{N}]+\Z")
-_LETTERS = regex.compile(r"\p{L}+")
+_WS = re.compile(r"\s+")
+_THOUSANDS_TAIL = re.compile(r"\A\d{3}(?:[.,]\d+)?\Z")
+_GLUED = re.compile(r"\A(\d+(?:[.,]\d+)?)([^\W\d_]+|/s|°C)\Z")  # 250ms, 118cm, 3x
+_ALNUM = re.compile(r"\A[^\W_]+\Z")
+_LETTERS = re.compile(r"[^\W\d_]+")
 
 # Capitalised words that are not names: sentence-level function words, cue words, log levels.
 _NOT_NAMES = frozenset(
@@ -563,6 +563,14 @@ _GERMAN_WORDS = frozenset(
 )
 
 
+def _capitalised(chunk: str) -> bool:
+    """Schäfer, Anna, Jean-Luc: an upper-case letter, then lower-case letters (any script)."""
+    parts = chunk.split("-")
+    return len(parts) <= 2 and all(
+        len(p) >= 2 and p.isalpha() and p[0].isupper() and p[1:].islower() for p in parts
+    )
+
+
 def _is_german(text: str) -> bool:
     words = _LETTERS.findall(text[:4000].lower())
     hits = sum(1 for w in words if w in _GERMAN_WORDS)
@@ -792,12 +800,12 @@ def _units(text: str) -> list[Unit]:
                 continue
             # proper names: capitalised words (a run, or after a title; in German, nouns are
             # capitalised, so a single word needs a title or a neighbour)
-            if _CAPITALISED.match(chunk) and chunk.lower() not in _NOT_NAMES:
+            if _capitalised(chunk) and chunk.lower() not in _NOT_NAMES:
                 j = i
                 while (
                     j + 1 < n
                     and near(j)
-                    and _CAPITALISED.match(chunks[j + 1][0])
+                    and _capitalised(chunks[j + 1][0])
                     and chunks[j + 1][0].lower() not in _NOT_NAMES
                 ):
                     j += 1
@@ -832,7 +840,7 @@ def _units(text: str) -> list[Unit]:
 
 # -- sentences ------------------------------------------------------------------------------------
 
-_BOUNDARY = regex.compile(r"\n|[。！？]+|[.!?]+[\"'”’)\]]*(?=\s)|[.!?]+\Z")
+_BOUNDARY = re.compile(r"\n|[。！？]+|[.!?]+[\"'”’)\]]*(?=\s)|[.!?]+\Z")
 _ABBREVIATIONS = frozenset(
     [
         "e.g",
@@ -901,18 +909,18 @@ def _push(text: str, s: int, e: int, spans: list[tuple[int, int]]) -> None:
 
 # -- obligations ----------------------------------------------------------------------------------
 
-_NEGATIVE = regex.compile(
+_NEGATIVE = re.compile(
     r"(?i)\b(?:must\s+not|mustn['’]t|never|do\s+not|don['’]t|does\s+not|doesn['’]t|cannot|can['’]t|"
     r"may\s+not|shall\s+not|should\s+not|shouldn['’]t|will\s+not|won['’]t|is\s+not|are\s+not|not|"
     r"forbidden|prohibited|no\s+longer|darf\s+nicht|dürfen\s+nicht|nicht|nie|niemals|keine?[nmrs]?|"
     r"verboten|untersagt)\b"
     r"|禁止|(?:ては|では)(?:ならない|いけない|ならず)|ないこと|ないでください|ないように|不可|してはいけ"
 )
-_NOT_A_LIMIT = regex.compile(r"(?i)\bno\s+(?:more|later|fewer|less)\s+than\b")
-_CUES: tuple[tuple[str, regex.Pattern[str]], ...] = (
+_NOT_A_LIMIT = re.compile(r"(?i)\bno\s+(?:more|later|fewer|less)\s+than\b")
+_CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "requirement",
-        regex.compile(
+        re.compile(
             r"(?i)\b(?:must|shall|required?|requires|need\s+to|needs\s+to|has\s+to|have\s+to|should|"
             r"only|until|at\s+(?:most|least)|no\s+(?:more|later)\s+than|within|always|ensure|"
             r"make\s+sure|never|do\s+not|don['’]t|muss|müssen|soll|sollen|darf|dürfen|erforderlich|"
@@ -924,22 +932,22 @@ _CUES: tuple[tuple[str, regex.Pattern[str]], ...] = (
     ),
     (
         "decision",
-        regex.compile(
+        re.compile(
             r"(?i)\b(?:decided|decision|agreed|we(?:['’]ll|\s+will)\s+go\s+with|going\s+with|chose|"
             r"entschieden|entscheidung|vereinbart|beschlossen)\b|決定|決めた|合意"
         ),
     ),
     (
         "approval",
-        regex.compile(r"(?i)\b(?:approved?|approval|sign(?:ed)?[-\s]off|genehmigt|freigegeben)\b|承認"),
+        re.compile(r"(?i)\b(?:approved?|approval|sign(?:ed)?[-\s]off|genehmigt|freigegeben)\b|承認"),
     ),
     (
         "preference",
-        regex.compile(r"(?i)\b(?:prefers?|preferred|please|bevorzugt|bitte|wünscht)\b|希望|ください"),
+        re.compile(r"(?i)\b(?:prefers?|preferred|please|bevorzugt|bitte|wünscht)\b|希望|ください"),
     ),
     (
         "open_item",
-        regex.compile(
+        re.compile(
             r"(?i)\b(?:todo|fixme|open\s+question|pending|blocked|follow[-\s]up|still\s+need|tbd|"
             r"unresolved|offen|ausstehend|noch\s+zu)\b|未解決|保留|確認中|要確認"
         ),
