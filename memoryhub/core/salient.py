@@ -496,6 +496,31 @@ _NOT_NAMES = frozenset(
         "utc",
         "gmt",
         "iso",
+        # HTTP reason phrases and auth schemes are capitalised words, not names
+        *[
+            "bearer",
+            "basic",
+            "digest",
+            "forbidden",
+            "unauthorized",
+            "conflict",
+            "created",
+            "accepted",
+            "found",
+            "gone",
+        ],
+        *[
+            "unprocessable",
+            "entity",
+            "content",
+            "internal",
+            "server",
+            "gateway",
+            "timeout",
+            "unavailable",
+            "payment",
+        ],
+        *["method", "acceptable", "precondition", "moved", "permanently", "redirect"],
     ]
 ) | frozenset(_MONTHS)
 _ACRONYM_STOP = frozenset(
@@ -622,6 +647,9 @@ def _classify(chunk: str) -> tuple[str, str] | None:
     value = number_norm(chunk)
     if value is not None:
         return "number", value
+    glued = _GLUED.match(chunk)  # 250ms, 5.6s, 118cm, 3x
+    if glued and _unit_word(glued.group(2)) is not None:
+        return "quantity", f"{number_norm(glued.group(1))} {_unit_word(glued.group(2))}"
     if _FILE.match(chunk):
         return "path", chunk
     has_digit = bool(_HAS_DIGIT.search(chunk))
@@ -925,14 +953,16 @@ def _push(text: str, s: int, e: int, spans: list[tuple[int, int]]) -> None:
 
 # -- obligations ----------------------------------------------------------------------------------
 
+# Negations that bind an obligation (a bare "not" elsewhere in a long sentence does not flip it).
 _NEGATIVE = re.compile(
-    r"(?i)\b(?:must\s+not|mustn['’]t|never|do\s+not|don['’]t|does\s+not|doesn['’]t|cannot|can['’]t|"
-    r"may\s+not|shall\s+not|should\s+not|shouldn['’]t|will\s+not|won['’]t|is\s+not|are\s+not|not|"
-    r"forbidden|prohibited|no\s+longer|darf\s+nicht|dürfen\s+nicht|nicht|nie|niemals|keine?[nmrs]?|"
-    r"verboten|untersagt)\b"
+    r"(?i)\b(?:must\s+not|mustn['’]t|never|do\s+not|don['’]t|cannot|can['’]t|may\s+not|shall\s+not|"
+    r"should\s+not|shouldn['’]t|will\s+not|won['’]t|not\s+allowed|forbidden|prohibited|no\s+longer|"
+    r"darf\s+nicht|dürfen\s+nicht|muss\s+nicht|müssen\s+nicht|soll\s+nicht|sollen\s+nicht|nie|"
+    r"niemals|keine?[nmrs]?|verboten|untersagt)\b"
     r"|禁止|(?:ては|では)(?:ならない|いけない|ならず)|ないこと|ないでください|ないように|不可|してはいけ"
 )
-_NOT_A_LIMIT = re.compile(r"(?i)\bno\s+(?:more|later|fewer|less)\s+than\b")
+# "no more than 5" is a limit and "403 Forbidden" a status: neither negates the sentence.
+_NOT_A_NEGATION = re.compile(r"(?i)\bno\s+(?:more|later|fewer|less)\s+than\b|\b[1-5]\d\d\s+forbidden\b")
 _CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "requirement",
@@ -973,7 +1003,7 @@ _CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 def polarity(sentence: str) -> str:
     """``negative`` when the sentence forbids or negates (never, must not, darf nicht, 禁止…)."""
-    cleaned = _NOT_A_LIMIT.sub(" ", sentence)
+    cleaned = _NOT_A_NEGATION.sub(" ", sentence)
     return "negative" if _NEGATIVE.search(cleaned) else "positive"
 
 

@@ -481,7 +481,9 @@ def _obligation_verdict(seq, ob, found, text, sentences, drops) -> ObligationVer
         also = f"; decision {flip[0]} → {flip[1]}" if flip else ""
         return ObligationVerdict(seq, ob, "lost", f"lost {lost}{also}")
     best = _best_sentence(ob.units, words, sentences)
-    if best is not None and best.polarity != ob.polarity:
+    # A polarity flip is a restatement with a cue of its own ("must" → "must not", "never" →
+    # "always"); "must not create anything" kept as "creates nothing" flips nothing.
+    if best is not None and best.polarity != ob.polarity and salient.obligations(best.text):
         return ObligationVerdict(
             seq, ob, "contradicted", f"polarity {ob.polarity} → {best.polarity}: {best.text[:120]}"
         )
