@@ -100,9 +100,22 @@ def chunks(text: str) -> list[tuple[str, int, int]]:
         while s < e:
             cut = text.find("::", s, e)
             end = e if cut < 0 else cut
-            _trim_into(out, text, s, end)
+            _split_commas_into(out, text, s, end)
             s = end + 2
     return out
+
+
+def _split_commas_into(out: list[tuple[str, int, int]], text: str, s: int, e: int) -> None:
+    """A comma between two digits is a separator of one number (1.250,00); any other comma inside a
+    chunk separates fields (a CSV row: INV-3301,Globex,1.250,00,EUR)."""
+    start = s
+    at = text.find(",", s, e)
+    while at >= 0:
+        if not (at > s and at + 1 < e and text[at - 1].isdigit() and text[at + 1].isdigit()):
+            _trim_into(out, text, start, at)
+            start = at + 1
+        at = text.find(",", at + 1, e)
+    _trim_into(out, text, start, e)
 
 
 def _trim_into(out: list[tuple[str, int, int]], text: str, s: int, e: int) -> None:
@@ -604,8 +617,15 @@ _GERMAN_WORDS = frozenset(
 )
 
 
+_COMPANY_SUFFIXES = frozenset(
+    ["GmbH", "AG", "KG", "SE", "Ltd", "Inc", "LLC", "Corp", "BV", "SA", "SAS", "Co", "Ltd."]
+)
+
+
 def _capitalised(chunk: str) -> bool:
     """Schäfer, Anna, Jean-Luc: an upper-case letter, then lower-case letters (any script)."""
+    if chunk in _COMPANY_SUFFIXES:
+        return True
     parts = chunk.split("-")
     return len(parts) <= 2 and all(
         len(p) >= 2 and p.isalpha() and p[0].isupper() and p[1:].islower() for p in parts
@@ -675,6 +695,11 @@ def _classify(chunk: str) -> tuple[str, str] | None:
     if _ACRONYM.match(chunk) and chunk not in _ACRONYM_STOP:
         return "name", chunk
     return None
+
+
+def is_unit(chunk: str) -> bool:
+    """Whether one chunk on its own is a salient unit (a number, identifier, symbol, acronym…)."""
+    return _classify(chunk) is not None
 
 
 def _unit_word(word: str) -> str | None:
@@ -885,6 +910,7 @@ def _units(text: str) -> list[Unit]:
 # -- sentences ------------------------------------------------------------------------------------
 
 _BOUNDARY = re.compile(r"\n|[。！？]+|[.!?]+[\"'”’)\]]*(?=\s)|[.!?]+\Z")
+_CLAUSE = re.compile(r";\s|；")
 _ABBREVIATIONS = frozenset(
     [
         "e.g",
@@ -940,6 +966,19 @@ def _sentences(text: str) -> list[tuple[int, int]]:
         start = m.end()
     _push(text, start, len(text), spans)
     return spans
+
+
+def clauses(text: str) -> list[tuple[int, int]]:
+    """Sentence spans split further at semicolons: each clause can carry its own obligation
+    ("INV-3301 must be paid by 31 May; do not send reminders before 15 June")."""
+    out: list[tuple[int, int]] = []
+    for s, e in sentences(text):
+        start = s
+        for m in _CLAUSE.finditer(text, s, e):
+            _push(text, start, m.start(), out)
+            start = m.end()
+        _push(text, start, e, out)
+    return out
 
 
 def _push(text: str, s: int, e: int, spans: list[tuple[int, int]]) -> None:
@@ -1014,7 +1053,7 @@ def obligations(text: str) -> list[Obligation]:
         return []
     found = units(text)
     out = []
-    for s, e in sentences(text):
+    for s, e in clauses(text):
         sentence = text[s:e]
         if len(sentence) > 4 * MAX_CHUNK and not _CUES[0][1].search(sentence[:2000]):
             continue
@@ -1055,7 +1094,10 @@ def contains(haystack_units: list[Unit], haystack_text: str, unit: Unit) -> bool
     if unit.kind == "date" and "T" in unit.norm:  # 2026-03-14T09:12 kept as "2026-03-14 at 09:12:44Z"
         day, hhmm = unit.norm.split("T")
         return day in values(haystack_units) and hhmm in haystack_text
-    if unit.kind in ("money", "quantity", "date", "time"):
+    if unit.kind == "money":  # 1.250,00 EUR from a CSV row: the value and its currency, side by side
+        code, value = unit.norm.split(" ", 1)
+        return value in values(haystack_units) and (code in haystack_text or unit.text[0] in haystack_text)
+    if unit.kind in ("quantity", "date", "time"):
         return False
     if unit.kind == "path" and any(
         u.kind == "path" and (unit.text.endswith("/" + u.text) or u.text.endswith("/" + unit.text))
