@@ -22,6 +22,7 @@ it does bounded work per chunk. Results are cached per text (``lru_cache``).
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import functools
 import re
@@ -638,6 +639,7 @@ def _is_german(text: str) -> bool:
     return hits >= 2 and hits * 12 >= len(words)
 
 
+@functools.lru_cache(maxsize=65536)
 def _classify(chunk: str) -> tuple[str, str] | None:
     """(kind, norm) of one chunk on its own, or None."""
     if len(chunk) > MAX_CHUNK:
@@ -702,10 +704,23 @@ def is_unit(chunk: str) -> bool:
     return _classify(chunk) is not None
 
 
+def within(found: list[Unit], start: int, end: int) -> list[Unit]:
+    """The units of ``found`` (sorted by start, as ``units`` returns them) inside [start, end)."""
+    i = bisect.bisect_left(found, start, key=lambda u: u.start)
+    out = []
+    while i < len(found) and found[i].start < end:
+        if found[i].end <= end:
+            out.append(found[i])
+        i += 1
+    return out
+
+
 def _unit_word(word: str) -> str | None:
     w = word.lower().rstrip(".")
     if w in _UNIT_WORDS:
         return _UNIT_WORDS[w]
+    if word[:1].isascii():
+        return None
     for counter in _CJK_COUNTERS:
         if word.startswith(counter):
             return _UNIT_WORDS[counter]
@@ -894,16 +909,19 @@ def _units(text: str) -> list[Unit]:
         kind, norm = kind_norm
         found.append(Unit(chunk, kind, norm, s, e))
         i += 1
+    found.sort(key=lambda u: (u.start, u.end))
+    quoted = []
     for m in _QUOTED.finditer(text):
         inner = next(g for g in m.groups() if g is not None)
         body = _WS.sub(" ", inner).strip()
         if not body or body.isdigit():
             continue
-        inner_units = [u for u in found if m.start() < u.start and u.end < m.end()]
+        inner_units = within(found, m.start() + 1, m.end() - 1)
         if len(inner_units) == 1 and inner_units[0].text == body:
             continue  # "pi_3Oq…" is already an identifier
-        found.append(Unit(m.group(0), "quoted", body, m.start(), m.end()))
-    found.sort(key=lambda u: (u.start, u.end))
+        quoted.append(Unit(m.group(0), "quoted", body, m.start(), m.end()))
+    if quoted:
+        found = sorted(found + quoted, key=lambda u: (u.start, u.end))
     return found
 
 
@@ -1060,7 +1078,7 @@ def obligations(text: str) -> list[Obligation]:
         for kind, cue_pattern in _CUES:
             m = cue_pattern.search(sentence)
             if m:
-                inside = tuple(u for u in found if s <= u.start and u.end <= e)
+                inside = tuple(within(found, s, e))
                 out.append(Obligation(sentence, s, e, polarity(sentence), m.group(0), inside, kind))
                 break
     return out

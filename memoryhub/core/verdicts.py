@@ -311,7 +311,7 @@ def build_evidence(events: Iterable[SourceEvent], prior_content: Any = None) -> 
                 ev.roles.setdefault(role, []).append((u.norm, u.text, event.seq))
         texts += [text, facts_text]
         for s, e in salient.sentences(text):
-            inside = tuple(u for u in found if s <= u.start and u.end <= e)
+            inside = tuple(salient.within(found, s, e))
             ev.sentences.append(SourceSentence(event.seq, text[s:e], inside, _words(text[s:e])))
         if event.role not in _TOOL_ROLES and event.kind not in _TOOL_KINDS:
             seen = {o.sentence for _, o in ev.obligations}
@@ -420,7 +420,7 @@ def judge(evidence: Evidence, content: Any, *, up_to: int | None = None) -> Verd
     summary_sentences = [
         _SummarySentence(
             text[s:e],
-            tuple(u for u in found if s <= u.start and u.end <= e),
+            tuple(salient.within(found, s, e)),
             _words(text[s:e]),
             salient.polarity(text[s:e]),
             next((text[a:b] for a, b in spans if a <= s and e <= b), text[s:e]),
