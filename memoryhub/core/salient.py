@@ -869,7 +869,8 @@ def _units(text: str) -> list[Unit]:
                         add("quantity", f"{value} {unit}", i, i + 1)
                 i += 2
                 continue
-            found.append(Unit(chunk, "number", value, s, e))
+            if len(chunk) > 1 or not chunk.isdigit():  # "turn 3", "step 2": a lone digit says little
+                found.append(Unit(chunk, "number", value, s, e))
             i += 1
             continue
         if kind_norm is None:
@@ -1026,9 +1027,11 @@ _CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"(?i)\b(?:must|shall|required?|requires|need\s+to|needs\s+to|has\s+to|have\s+to|should|"
             r"only|until|at\s+(?:most|least)|no\s+(?:more|later)\s+than|within|always|ensure|"
-            r"make\s+sure|never|do\s+not|don['’]t|muss|müssen|soll|sollen|darf|dürfen|erforderlich|"
+            r"make\s+sure|never|muss|müssen|soll|sollen|darf|dürfen|erforderlich|"
             r"notwendig|nur|höchstens|mindestens|spätestens|innerhalb|immer|stets|nie|niemals|"
             r"verboten|untersagt|forbidden|prohibited|deadline)\b"
+            # "do not" as an imperative (clause start, after please/you/we), not "warnings do not change"
+            r"|(?i:(?:^|(?<=[,:] )|(?<=please )|(?<=you )|(?<=we ))(?:do\s+not|don['’]t)\b)"
             r"|しなければ|なければならない|必要|必須|こと(?=[。．\s]|\Z)|禁止|まで|以内|以下|以上|常に|必ず|"
             r"てはならない|てはいけない"
         ),

@@ -110,8 +110,27 @@ class Drop:
     text: str
     units: tuple[str, ...]
 
+    @property
+    def seqs(self) -> range:
+        """One seq, or the range an aggregated entry names: text "seqs 11-40: …" (the form
+        extractive-v3 writes when listing every drop would not fit the budget)."""
+        if self.text.startswith(_RANGE_PREFIX):
+            first, _, last = self.text[len(_RANGE_PREFIX) :].split(":", 1)[0].strip().partition("-")
+            if first.isdigit() and last.isdigit() and int(first) <= self.seq <= int(last):
+                return range(int(first), int(last) + 1)
+        return range(self.seq, self.seq + 1)
+
+    @property
+    def unnamed_units(self) -> bool:
+        """An aggregated ``unit`` entry that names no unit: it declares every unit of its seqs
+        (shown as declared by range, not as named)."""
+        return self.kind == "unit" and not self.units and len(self.seqs) > 1
+
     def names(self, unit_text: str, norm: str) -> bool:
         return unit_text in self.units or norm in self.units or (bool(unit_text) and unit_text in self.text)
+
+
+_RANGE_PREFIX = "seqs "
 
 
 def manifest(content: Any) -> list[Drop]:
@@ -430,7 +449,9 @@ def judge(evidence: Evidence, content: Any, *, up_to: int | None = None) -> Verd
 
     def declared(seqs: Iterable[int], unit_text: str, norm: str) -> bool:
         seq_set = set(seqs)
-        return any(d.seq in seq_set and d.names(unit_text, norm) for d in drops)
+        return any(
+            any(x in d.seqs for x in seq_set) and (d.unnamed_units or d.names(unit_text, norm)) for d in drops
+        )
 
     unit_verdicts = []
     for key, (seq, unit) in sorted(evidence.units.items(), key=lambda kv: (kv[1][0], kv[1][1].start)):
@@ -499,7 +520,7 @@ def _obligation_verdict(seq, ob, found, text, sentences, drops) -> ObligationVer
     if not kept_content:
         names = [u.text for u in missing]
         if any(
-            d.seq == seq and (ob.sentence[:40] in d.text or (names and all(d.names(n, n) for n in names)))
+            seq in d.seqs and (ob.sentence[:40] in d.text or (names and all(d.names(n, n) for n in names)))
             for d in drops
         ):
             return ObligationVerdict(seq, ob, "declared")

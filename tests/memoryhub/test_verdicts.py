@@ -257,3 +257,17 @@ def test_the_validator_catches_and_names_at_least_99_percent_of_mutations():
     assert sum(total.values()) >= 200
     assert set(total) == set(mutations.KINDS)  # every kind of mutation was tried
     assert sum(named.values()) / sum(total.values()) >= 0.99, missed
+
+
+def test_an_aggregated_range_declares_the_units_of_its_seqs_but_no_obligation():
+    case = next(c for c in CASES if c["name"] == "urls-and-names")
+    narrative = "Runbook owner: Marcus Lee."
+    ranged = [{"seq": 1, "kind": "unit", "text": "seqs 1-1: 2 units not listed", "units": []}]
+    outcome = _validate(_content(narrative, ranged), _events(case))
+    assert "unit_retention" in _failed(outcome)  # a one-seq "range" names nothing: not an aggregate
+    events = _events(case) + [SourceEvent(seq=2, kind="message", role="user", content="See ticket OPS-4410.")]
+    ranged = [{"seq": 1, "kind": "unit", "text": "seqs 1-2: 3 units not listed", "units": []}]
+    outcome = _validate(_content(narrative, ranged), events)
+    failed = _failed(outcome)
+    assert "unit_retention" not in failed and "08:00" not in failed.get("unit_retention", "")
+    assert "Do not page Marcus Lee before 08:00" in failed["obligations"]  # an obligation needs its own entry
