@@ -309,6 +309,8 @@ _QUOTED = re.compile(
     r"|`([^`\n]{2,200})`|(?<!\w)'([^'\n]{3,160})'(?!\w)"
 )
 _WS = re.compile(r"\s+")
+_RANGE = re.compile(r"\A\d{1,4}[-–]\d{1,4}\Z")
+_RANGE_SPLIT = re.compile(r"[-–]")
 _THOUSANDS_TAIL = re.compile(r"\A\d{3}(?:[.,]\d+)?\Z")
 _GLUED = re.compile(r"\A(\d+(?:[.,]\d+)?)([^\W\d_]+|/s|°C)\Z")  # 250ms, 118cm, 3x
 _ALNUM = re.compile(r"\A[^\W_]+\Z")
@@ -686,6 +688,8 @@ def _classify(chunk: str) -> tuple[str, str] | None:
         return "symbol", chunk
     if has_digit and has_letter and (_SEPARATED.match(chunk) or _ALNUM.match(chunk)):
         return "identifier", chunk
+    if _RANGE.match(chunk) and _ascending(chunk):  # "events 1-20", "seqs 11-40": a span, not an id
+        return None
     if has_digit and _SEPARATED.match(chunk):  # 4471-2290-18, 1.2.3
         return "identifier", chunk
     if _UPPER_JOINED.match(chunk):  # LEG-ALU, ERR_X handled above
@@ -697,6 +701,11 @@ def _classify(chunk: str) -> tuple[str, str] | None:
     if _ACRONYM.match(chunk) and chunk not in _ACRONYM_STOP:
         return "name", chunk
     return None
+
+
+def _ascending(chunk: str) -> bool:
+    first, last = _RANGE_SPLIT.split(chunk)
+    return int(first) < int(last)
 
 
 def is_unit(chunk: str) -> bool:
