@@ -883,12 +883,6 @@ def _units(text: str) -> list[Unit]:
             i += 1
             continue
         if kind_norm is None:
-            glued = _GLUED.match(chunk)  # 250ms, 118cm, 3x
-            if glued and _unit_word(glued.group(2)) is not None:
-                value = number_norm(glued.group(1))
-                found.append(Unit(chunk, "quantity", f"{value} {_unit_word(glued.group(2))}", s, e))
-                i += 1
-                continue
             if chunk in _CURRENCY_CODES and near(i) and number_norm(nxt) is not None:
                 i += 1  # the number that follows takes the code as its currency
                 continue

@@ -708,8 +708,7 @@ def _role_before(text: str, unit: Unit) -> str | None:
         return None
     if salient.is_unit(before[-1][0]):  # a value (operationId, BHD) is no label
         return None
-    before = [c for c, _, _ in before]
-    word = before[-1].lower()
+    word = before[-1][0].lower()
     if not word.isalpha() or len(word) < (3 if word.isascii() else 2) or word in _STOP:
         return None
     return word

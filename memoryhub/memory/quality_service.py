@@ -218,9 +218,8 @@ def summary_quality(summary: Summary) -> dict[str, Any]:
             return {"available": False, "reason": f"{covered} covered events: too many to measure on a page"}
         source = "live"
         checks = _verdict_checks(summary, content, quality)
-    return _rules_7_table(
-        checks, quality, source, record.validator_version if source == "record" else q.RULES_7
-    )
+    validator = record.validator_version if record is not None and source == "record" else q.RULES_7
+    return _rules_7_table(checks, quality, source, validator)
 
 
 def _verdict_checks(summary: Summary, content: Any, quality: dict[str, Any]) -> dict[str, dict[str, Any]]:
