@@ -770,7 +770,7 @@ def units(text: str) -> list[Unit]:
 def _units(text: str) -> list[Unit]:
     parts = chunks(text)
     german = _is_german(text)
-    starts = {s for s, _ in sentences(text)}
+    starts = {s for s, _ in sentences(text)}  # a clause start counts as a sentence start
     found: list[Unit] = []
     i, n = 0, len(parts)
 
@@ -964,13 +964,41 @@ _ABBREVIATIONS = frozenset(
 
 
 def sentences(text: str) -> list[tuple[int, int]]:
-    """Sentence spans of ``text`` (trimmed), any language; every line is at least one sentence."""
+    """Sentence spans of ``text`` (trimmed), any language; every line is at least one sentence,
+    and a semicolon ends a clause that counts as one ("INV-3301 must be paid by 31 May; do not
+    send reminders before 15 June" is two). ``obligations`` spans are always among these."""
+    return list(_clauses_cached(text)) if len(text) <= _CACHE_CHARS else _clauses(text)
+
+
+def full_sentences(text: str) -> list[tuple[int, int]]:
+    """Sentence spans without the semicolon split (the context a clause belongs to)."""
     return list(_sentences_cached(text)) if len(text) <= _CACHE_CHARS else _sentences(text)
+
+
+def clauses(text: str) -> list[tuple[int, int]]:
+    """The same spans as ``sentences`` (kept as a name of its own for callers that mean clauses)."""
+    return sentences(text)
 
 
 @functools.lru_cache(maxsize=4096)
 def _sentences_cached(text: str) -> tuple[tuple[int, int], ...]:
     return tuple(_sentences(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _clauses_cached(text: str) -> tuple[tuple[int, int], ...]:
+    return tuple(_clauses(text))
+
+
+def _clauses(text: str) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for s, e in full_sentences(text):
+        start = s
+        for m in _CLAUSE.finditer(text, s, e):
+            _push(text, start, m.start(), out)
+            start = m.end()
+        _push(text, start, e, out)
+    return out
 
 
 def _sentences(text: str) -> list[tuple[int, int]]:
@@ -988,19 +1016,6 @@ def _sentences(text: str) -> list[tuple[int, int]]:
         start = m.end()
     _push(text, start, len(text), spans)
     return spans
-
-
-def clauses(text: str) -> list[tuple[int, int]]:
-    """Sentence spans split further at semicolons: each clause can carry its own obligation
-    ("INV-3301 must be paid by 31 May; do not send reminders before 15 June")."""
-    out: list[tuple[int, int]] = []
-    for s, e in sentences(text):
-        start = s
-        for m in _CLAUSE.finditer(text, s, e):
-            _push(text, start, m.start(), out)
-            start = m.end()
-        _push(text, start, e, out)
-    return out
 
 
 def _push(text: str, s: int, e: int, spans: list[tuple[int, int]]) -> None:

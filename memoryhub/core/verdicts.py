@@ -435,7 +435,7 @@ def judge(evidence: Evidence, content: Any, *, up_to: int | None = None) -> Verd
     text = claim_text(content)
     found = salient.units(text)
     drops = manifest(content)
-    spans = salient.sentences(text)
+    spans = salient.full_sentences(text)
     summary_sentences = [
         _SummarySentence(
             text[s:e],
