@@ -20,6 +20,7 @@ Opaque content (provider-encrypted) is not judged here: callers show "unknown".
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -341,7 +342,12 @@ def build_evidence(events: Iterable[SourceEvent], prior_content: Any = None) -> 
         ev.known_units += salient.units(prior)
         texts.append(prior)
     ev.known_text = "\n".join(texts)
-    ev.known_chunks = {c for c, _, _ in salient.chunks(ev.known_text)}
+    all_chunks = [c for c, _, _ in salient.chunks(ev.known_text)]
+    ev.known_chunks = set(all_chunks)
+    # A word is a label only when the source uses it for nothing else ("注文番号", "tracking"):
+    # "sent" in "as sent" and "sent TC-02" is a verb, and a swap under it proves nothing.
+    uses = Counter(c.lower() for c in all_chunks if c.lower() in ev.roles)
+    ev.roles = {word: seen for word, seen in ev.roles.items() if len(seen) >= uses[word]}
     return ev
 
 
