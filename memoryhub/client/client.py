@@ -31,6 +31,7 @@ from .errors import (
     ApiError,
     CompactionTimeout,
     Conflict,
+    NotConfigured,
     TransportError,
     error_for_status,
 )
@@ -99,7 +100,7 @@ class MemoryHubClient:
         self,
         base_url: str,
         api_key: str | None = None,
-        timeout: float = 10.0,
+        timeout: float | httpx.Timeout = 10.0,
         max_retries: int = 3,
         backoff: float = 0.25,
         *,
@@ -129,12 +130,19 @@ class MemoryHubClient:
 
     @classmethod
     def from_env(cls, **kwargs: Any) -> MemoryHubClient:
-        """Build from ``MEMORYHUB_URL`` (default http://127.0.0.1:8000) and ``MEMORYHUB_API_KEY``."""
-        return cls(
-            os.environ.get("MEMORYHUB_URL", "http://127.0.0.1:8000"),
-            os.environ.get("MEMORYHUB_API_KEY"),
-            **kwargs,
-        )
+        """Build from ``MEMORYHUB_URL`` and ``MEMORYHUB_API_KEY``, both required: a missing one raises
+        :class:`NotConfigured` here rather than silently targeting some default address."""
+        url = os.environ.get("MEMORYHUB_URL", "").strip()
+        key = os.environ.get("MEMORYHUB_API_KEY", "").strip()
+        if not url:
+            raise NotConfigured(
+                "MEMORYHUB_URL is not set: MemoryHub has no default address; set it (or pass a client)"
+            )
+        if not key:
+            raise NotConfigured(
+                "MEMORYHUB_API_KEY is not set: create an API key and export it (or pass a client)"
+            )
+        return cls(url, key, **kwargs)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
