@@ -179,6 +179,7 @@ class Spool:
     max_bytes: int = DEFAULT_MAX_SPOOL_BYTES
     dropped: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _drain_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
         self.directory = Path(self.directory)
@@ -228,6 +229,16 @@ class Spool:
         with open(self.pending_path, encoding="utf-8") as source:
             return [SpooledRequest.from_line(line) for line in source if line.strip()]
 
+    def has_pending(self) -> bool:
+        try:
+            return self.pending_path.stat().st_size > 0
+        except FileNotFoundError:
+            return False
+
+    def reject(self, request: SpooledRequest) -> None:
+        with self._locked(), open(self.rejected_path, "a", encoding="utf-8") as out:
+            out.write(request.to_line() + "\n")
+
     def count(self) -> int:
         if not self.pending_path.exists():
             return 0
@@ -240,39 +251,90 @@ class Spool:
         with open(self.rejected_path, "rb") as source:
             return sum(1 for line in source if line.strip())
 
-    def drain(self, deliver: Callable[[SpooledRequest], bool | None], *, until: float) -> int:
+    @contextlib.contextmanager
+    def _draining(self) -> Iterator[None]:
+        """One drainer at a time (threads and processes); writers are not blocked by it."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with self._drain_lock, open(self.directory / "drain.lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _head(self, limit: int) -> list[str]:
+        with self._locked():
+            if not self.pending_path.exists():
+                return []
+            lines: list[str] = []
+            with open(self.pending_path, encoding="utf-8") as source:
+                for line in source:
+                    if line.strip():
+                        lines.append(line)
+                        if len(lines) >= limit:
+                            break
+            return lines
+
+    def _pop_head(self, delivered: list[str], rejected: list[str]) -> None:
+        """Remove the first ``len(delivered)`` lines (appends only ever add at the end)."""
+        with self._locked():
+            with open(self.pending_path, encoding="utf-8") as source:
+                lines = [line for line in source if line.strip()]
+            if lines[: len(delivered)] != delivered:  # another drainer got there first
+                return
+            if rejected:
+                with open(self.rejected_path, "a", encoding="utf-8") as out:
+                    out.writelines(rejected)
+            tmp = self.pending_path.with_suffix(".tmp")
+            with open(tmp, "w", encoding="utf-8") as out:
+                out.writelines(lines[len(delivered) :])
+            os.replace(tmp, self.pending_path)
+
+    def drain(
+        self, deliver: Callable[[SpooledRequest], bool | None], *, until: float, batch: int = 64
+    ) -> int:
         """Send pending requests in order until one fails or ``time.monotonic()`` passes ``until``.
 
         ``deliver`` returns True (delivered), None (refused as invalid: move to rejected) or False /
         raises (not now: stop, keep it and everything after it). Returns how many were delivered.
+        The spool is not locked while a request is in flight, so writers never wait for the network.
         """
-        with self._locked():
-            queue = self.pending()
-            if not queue:
-                return 0
-            done = 0
-            rejected: list[SpooledRequest] = []
-            for request in queue:
-                if time.monotonic() >= until:
+        done = 0
+        with self._draining():
+            while time.monotonic() < until:
+                head = self._head(batch)
+                if not head:
                     break
-                try:
-                    outcome = deliver(request)
-                except Exception:  # any failure means "keep it for later"
-                    outcome = False
-                if outcome is False:
+                sent: list[str] = []
+                rejected: list[str] = []
+                stop = False
+                for line in head:
+                    if time.monotonic() >= until:
+                        stop = True
+                        break
+                    try:
+                        request = SpooledRequest.from_line(line)
+                    except (ValueError, KeyError, TypeError):
+                        logger.error("MemoryHub spool %s: unreadable line moved to rejected", self.directory)
+                        outcome: bool | None = None
+                    else:
+                        try:
+                            outcome = deliver(request)
+                        except Exception:  # any failure means "keep it for later"
+                            outcome = False
+                    if outcome is False:
+                        stop = True
+                        break
+                    sent.append(line)
+                    if outcome is None:
+                        rejected.append(line)
+                    else:
+                        done += 1
+                if sent:
+                    self._pop_head(sent, rejected)
+                if stop:
                     break
-                if outcome is None:
-                    rejected.append(request)
-                done += 1
-            if rejected:
-                with open(self.rejected_path, "a", encoding="utf-8") as out:
-                    out.writelines(r.to_line() + "\n" for r in rejected)
-            rest = queue[done:]
-            tmp = self.pending_path.with_suffix(".tmp")
-            with open(tmp, "w", encoding="utf-8") as out:
-                out.writelines(r.to_line() + "\n" for r in rest)
-            os.replace(tmp, self.pending_path)
-            return done - len(rejected)
+        return done
 
 
 class ResilientHub:
@@ -286,6 +348,7 @@ class ResilientHub:
         component: str = "client",
         deadline: float | None = None,
         spool_dir: Path | str | None = None,
+        drain_timeout: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if config is None and client is None:
@@ -300,6 +363,12 @@ class ResilientHub:
             client = MemoryHubClient(
                 config.url, config.api_key, timeout=httpx.Timeout(self.deadline), max_retries=0
             )
+            # The drainer is off the agent's path: a long catch-up batch may take seconds.
+            self._drain_client = MemoryHubClient(
+                config.url, config.api_key, timeout=httpx.Timeout(drain_timeout), max_retries=0
+            )
+        else:
+            self._drain_client = client
         self.client = client
         self.target = client.base_url
         directory = spool_dir or (config.spool_dir if config and config.spool_dir else None)
@@ -309,6 +378,7 @@ class ResilientHub:
         )
         self.cooldown = config.cooldown if config else 1.0
         self.max_cooldown = config.max_cooldown if config else 30.0
+        self.drain_timeout = drain_timeout
         self._clock = clock
         self._state = threading.Lock()
         self._open_until = 0.0
@@ -316,17 +386,22 @@ class ResilientHub:
         self._failures = 0
         self._warned = False
         self._last_error: str | None = None
+        self._delivered_since_outage = 0
         # The worker runs the HTTP call so the caller can stop waiting at the deadline. One worker:
-        # calls stay in order; a call stuck past its deadline blocks the worker, not the agent.
+        # live calls stay in order; a call stuck past its deadline blocks the worker, not the agent.
         self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryhub")
+        # The drainer delivers the spool in the background, in order, one request at a time.
+        self._drainer = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="memoryhub-drain"
+        )
+        self._drain_scheduled = False
 
     @classmethod
     def from_env(cls, component: str = "client", **overrides: Any) -> ResilientHub:
         """Build from the environment (:meth:`HubConfig.from_env`); raises :class:`NotConfigured`."""
-        spool_dir = overrides.pop("spool_dir", None)
-        deadline = overrides.pop("deadline", None)
+        extra = {k: overrides.pop(k) for k in ("spool_dir", "deadline", "drain_timeout") if k in overrides}
         config = HubConfig.from_env(**overrides)
-        return cls(config, component=component, deadline=deadline, spool_dir=spool_dir)
+        return cls(config, component=component, **extra)
 
     # -- state -------------------------------------------------------------------------------------
 
@@ -371,15 +446,15 @@ class ResilientHub:
         else:
             logger.debug("MemoryHub still unavailable (%s)", reason)
 
-    def _succeeded(self) -> bool:
-        """Close the breaker; True when this ends an outage."""
+    def _succeeded(self) -> None:
         with self._state:
             recovered = self._warned
             self._failures = 0
             self._open_until = 0.0
             self._next_cooldown = self.cooldown
             self._warned = False
-        return recovered
+        if recovered:
+            logger.info("MemoryHub at %s answers again; delivering the spool in the background", self.target)
 
     # -- calls -------------------------------------------------------------------------------------
 
@@ -389,52 +464,54 @@ class ResilientHub:
         *,
         default: Any = Unavailable,
         spool: SpooledRequest | None = None,
+        ordered: bool = False,
         deadline: float | None = None,
     ) -> T:
         """Run ``fn(client)`` within the deadline; on any failure spool ``spool`` and return ``default``.
 
-        With no ``default`` a failure raises :class:`Unavailable`. An ``ApiError`` that says the
-        request itself is wrong (400/413/422...) is not an outage: it is logged at ERROR, the request
-        goes to ``rejected.jsonl``, and ``default`` is returned.
+        ``ordered=True`` (appends: the server numbers events in arrival order) never overtakes the
+        spool: while requests are waiting there, this one is queued behind them and ``default``
+        is returned at once. With no ``default`` a failure raises :class:`Unavailable`. An
+        ``ApiError`` that says the request itself is wrong (400/413/422...) is not an outage: it is
+        logged at ERROR, the request goes to ``rejected.jsonl``, and ``default`` is returned.
         """
         budget = self.deadline if deadline is None else deadline
-        started = self._clock()
         if not self.available:
             return self._fallback(spool, default, self._last_error or "circuit open")
+        if ordered and self.spool.has_pending():
+            self.kick_drain()
+            return self._fallback(spool, default, "queued behind spooled requests")
         future = self._worker.submit(fn, self.client)
         try:
             result = future.result(timeout=budget)
         except concurrent.futures.TimeoutError:
             return self._outage(spool, default, f"no answer within {budget * 1000:.0f} ms")
-        except TransportError as exc:
-            return self._outage(spool, default, f"transport error: {exc.cause!r}")
-        except ApiError as exc:
-            if exc.status >= 500 or exc.status in _RETRY_LATER_STATUSES:
-                return self._outage(spool, default, f"HTTP {exc.status} {exc.code}: {exc.detail[:200]}")
-            logger.error(
-                "MemoryHub refused a request as invalid (HTTP %s %s): %s", exc.status, exc.code, exc.detail
-            )
+        except Exception as exc:  # whatever the transport or the server did, the agent goes on
+            reason = self._classify(exc)
+            if reason is not None:
+                return self._outage(spool, default, reason)
             if spool is not None:
-                self._reject(spool)
-            return self._fallback(None, default, f"HTTP {exc.status} {exc.code}")
-        except httpx.HTTPError as exc:
-            return self._outage(spool, default, f"transport error: {exc!r}")
-        recovered = self._succeeded()
-        remaining = budget - (self._clock() - started)
-        if remaining > 0:
-            delivered = self._drain_in_worker(remaining)
-            if recovered:
-                logger.info(
-                    "MemoryHub at %s answers again; %d spooled request(s) delivered", self.target, delivered
-                )
+                self._reject(spool, exc)
+            return self._fallback(None, default, str(exc))
+        self._succeeded()
+        self.kick_drain()
         return result
 
-    def send(self, request: SpooledRequest, *, deadline: float | None = None) -> bool:
+    def send(self, request: SpooledRequest, *, deadline: float | None = None, ordered: bool = False) -> bool:
         """Deliver an idempotent write now or spool it; True when the server has it now."""
         ok = self.call(
-            lambda client: self._deliver(client, request), default=False, spool=request, deadline=deadline
+            lambda client: self._deliver(client, request),
+            default=False,
+            spool=request,
+            deadline=deadline,
+            ordered=ordered,
         )
         return bool(ok)
+
+    def send_later(self, request: SpooledRequest) -> None:
+        """Queue an idempotent write for the background drainer: costs the agent a file append only."""
+        self.spool.put(request)
+        self.kick_drain()
 
     async def acall(self, fn: Callable[[MemoryHubClient], T], **kwargs: Any) -> T:
         """:meth:`call` for async code: the same bound, without blocking the event loop."""
@@ -443,18 +520,45 @@ class ResilientHub:
     async def asend(self, request: SpooledRequest, **kwargs: Any) -> bool:
         return await asyncio.to_thread(self.send, request, **kwargs)
 
+    def kick_drain(self) -> None:
+        """Start delivering the spool in the background (no-op when empty, already running or open)."""
+        if not self.spool.has_pending() or not self.available:
+            return
+        with self._state:
+            if self._drain_scheduled:
+                return
+            self._drain_scheduled = True
+        try:
+            self._drainer.submit(self._drain_job)
+        except RuntimeError:  # closed
+            with self._state:
+                self._drain_scheduled = False
+
     def drain(self, timeout: float = 10.0) -> int:
-        """Deliver spooled requests now (in order, until one fails or ``timeout`` passes)."""
+        """Deliver spooled requests now, in this thread (in order, until one fails or ``timeout``)."""
         if not self.available:
             return 0
-        return self._drain_in_worker(timeout)
+        return self._drain(time.monotonic() + timeout)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until the spool is empty (True) or ``timeout`` passes / MemoryHub fails (False)."""
+        until = time.monotonic() + timeout
+        while self.spool.has_pending():
+            if time.monotonic() >= until or not self.available:
+                return False
+            if self._drain(until) == 0 and self.spool.has_pending():
+                time.sleep(0.01)
+        return True
 
     def close(self, drain_timeout: float = 0.0) -> None:
-        """Optionally deliver what is spooled, then release the worker and the connection pool."""
+        """Optionally deliver what is spooled, then release the workers and connection pools."""
         if drain_timeout > 0:
-            self.drain(drain_timeout)
+            self.flush(drain_timeout)
         self._worker.shutdown(wait=False, cancel_futures=True)
+        self._drainer.shutdown(wait=False, cancel_futures=True)
         self.client.close()
+        if self._drain_client is not self.client:
+            self._drain_client.close()
 
     def __enter__(self) -> ResilientHub:
         return self
@@ -465,40 +569,66 @@ class ResilientHub:
     # -- internals ---------------------------------------------------------------------------------
 
     @staticmethod
+    def _classify(exc: BaseException) -> str | None:
+        """A reason when ``exc`` means "MemoryHub is away, keep the request"; None for "bad request"."""
+        if isinstance(exc, TransportError):
+            return f"transport error: {exc.cause!r}"
+        if isinstance(exc, ApiError):
+            if exc.status >= 500 or exc.status in _RETRY_LATER_STATUSES:
+                return f"HTTP {exc.status} {exc.code}: {exc.detail[:200]}"
+            return None
+        if isinstance(exc, httpx.HTTPError | OSError):
+            return f"transport error: {exc!r}"
+        if isinstance(exc, ValueError):  # an answer that is not the JSON we expect: a proxy, not MemoryHub
+            return f"unexpected answer: {exc!r}"
+        return f"unexpected error: {exc!r}"
+
+    @staticmethod
     def _deliver(client: MemoryHubClient, request: SpooledRequest) -> bool:
         client.request(request.method, request.path, json=request.json, idempotent=True)
         return True
 
-    def _drain_in_worker(self, budget: float) -> int:
-        if not self.spool.pending_path.exists():
-            return 0
-        until = time.monotonic() + budget
+    def _drain_job(self) -> None:
+        try:
+            self._drain(time.monotonic() + self.drain_timeout * 4)
+        finally:
+            with self._state:
+                self._drain_scheduled = False
+        if self.spool.has_pending() and self.available:
+            self.kick_drain()  # more arrived while draining
 
+    def _drain(self, until: float) -> int:
         def deliver(request: SpooledRequest) -> bool | None:
             try:
-                return self._deliver(self.client, request)
-            except ApiError as exc:
-                if exc.status >= 500 or exc.status in _RETRY_LATER_STATUSES:
+                return self._deliver(self._drain_client, request)
+            except Exception as exc:
+                reason = self._classify(exc)
+                if reason is not None:
+                    self._failed(reason)
                     return False
                 logger.error(
-                    "MemoryHub refused spooled %s %s (HTTP %s %s): moved to %s",
+                    "MemoryHub refused spooled %s %s (%s): moved to %s",
                     request.method,
                     request.path,
-                    exc.status,
-                    exc.code,
+                    exc,
                     self.spool.rejected_path,
                 )
                 return None
 
-        future = self._worker.submit(self.spool.drain, deliver, until=until)
-        try:
-            return future.result(timeout=budget + self.deadline)
-        except concurrent.futures.TimeoutError:
-            return 0  # it finishes in the background; the spool file stays consistent under its lock
+        delivered = self.spool.drain(deliver, until=until)
+        if delivered:
+            logger.info("MemoryHub: %d spooled request(s) delivered to %s", delivered, self.target)
+        return delivered
 
-    def _reject(self, request: SpooledRequest) -> None:
-        with self.spool._locked(), open(self.spool.rejected_path, "a", encoding="utf-8") as out:
-            out.write(request.to_line() + "\n")
+    def _reject(self, request: SpooledRequest, exc: BaseException) -> None:
+        logger.error(
+            "MemoryHub refused %s %s as invalid (%s): kept in %s",
+            request.method,
+            request.path,
+            exc,
+            self.spool.rejected_path,
+        )
+        self.spool.reject(request)
 
     def _outage(self, spool: SpooledRequest | None, default: Any, reason: str) -> Any:
         self._failed(reason)

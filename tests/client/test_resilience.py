@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 import time
 from collections.abc import Iterator
 
@@ -136,10 +137,58 @@ def test_spool_drains_in_order_once_the_server_answers_and_recovery_is_logged(tm
     assert hub.spool.count() == 3 and received == []
     server.on("POST", TRACE.path, record)
     time.sleep(0.05)
-    assert hub.send(SpooledRequest("POST", TRACE.path, {"model_call_id": "c3"})) is True
-    assert received == ["c3", "c0", "c1", "c2"]  # the live call first, then the backlog in order
+    # An ordered write (an append) never overtakes the spool: it queues behind it.
+    assert hub.send(SpooledRequest("POST", TRACE.path, {"model_call_id": "c3"}), ordered=True) is False
+    assert hub.flush(timeout=5) is True
+    assert received == ["c0", "c1", "c2", "c3"]
     assert hub.spool.count() == 0
-    assert any("answers again; 3 spooled" in r.getMessage() for r in caplog.records)
+    # An unordered write goes straight through once the spool is empty.
+    assert hub.send(SpooledRequest("POST", TRACE.path, {"model_call_id": "c4"})) is True
+    messages = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert any("answers again" in m for m in messages) or any(
+        "4 spooled request(s) delivered" in m for m in messages
+    )
+    hub.close()
+    server.stop()
+
+
+def test_send_later_costs_a_file_append_and_the_drainer_delivers(tmp_path):
+    server = ScriptedServer().start()
+    server.on("POST", TRACE.path, Reply(201, {"ok": True}))
+    hub = make_hub(server.url, tmp_path)
+    started = time.monotonic()
+    for i in range(20):
+        hub.send_later(SpooledRequest("POST", TRACE.path, {"model_call_id": f"c{i}"}))
+    assert time.monotonic() - started < 0.1
+    assert hub.flush(timeout=5) is True
+    assert [r.body["model_call_id"] for r in server.hits("POST", TRACE.path)] == [f"c{i}" for i in range(20)]
+    hub.close()
+    server.stop()
+
+
+def test_a_drain_in_flight_does_not_block_writers(stalled_url, tmp_path):
+    hub = make_hub(stalled_url, tmp_path, deadline=0.1)
+    hub.spool.put(TRACE)
+    drain = threading.Thread(target=hub.drain, kwargs={"timeout": 1.0})
+    hub._drain_client = MemoryHubClient(stalled_url, "k", timeout=1.0, max_retries=0)
+    drain.start()
+    time.sleep(0.05)  # the drainer is now waiting on the stalled socket
+    started = time.monotonic()
+    hub.spool.put(SpooledRequest("POST", TRACE.path, {"model_call_id": "later"}))
+    assert time.monotonic() - started < 0.05
+    drain.join()
+    assert [r.json["model_call_id"] for r in hub.spool.pending()] == ["c1", "later"]
+    hub.close()
+
+
+def test_unreadable_spool_line_is_set_aside(tmp_path):
+    server = ScriptedServer().start()
+    server.on("POST", TRACE.path, Reply(201, {"ok": True}))
+    hub = make_hub(server.url, tmp_path)
+    hub.spool.directory.mkdir(parents=True)
+    hub.spool.pending_path.write_text("{not json\n" + TRACE.to_line() + "\n")
+    assert hub.drain() == 1
+    assert hub.spool.count() == 0 and hub.spool.rejected_count() == 1
     hub.close()
     server.stop()
 
