@@ -5,6 +5,9 @@
 at all, and every part is idempotent on a client-chosen id, so a client that lost the answer to a
 step (a timeout, a spooled replay) can send the very same body again and get the same result:
 
+Order inside a step: traces (they describe earlier calls), then events, then compactions (which
+may cover this step's events).
+
 * ``events``: each must carry ``client_event_id`` (a re-send returns the stored seqs);
 * ``compactions``: observed compactions (``memoryhub.memory.observed``), each with its
   ``observation_id``; coverage by ``covers_to_seq`` or by ``covers_to_event`` (a client_event_id,
@@ -15,6 +18,10 @@ step (a timeout, a spooled replay) can send the very same body again and get the
 * ``decide``: trigger inputs; when present the workflow's policy decides after the writes
   (``triggers.services.decide``, logged like ``POST …/trigger/``);
 * ``create``: ``{"name"?, "graph_release"?, "source"?, "model"?}`` creates the workflow on first use.
+
+The answer's ``context`` describes the read a model call makes right after the step (the summary
+served and the tail up to the head): a signed ``context_id`` and, while the tail is at most
+``MANIFEST_MAX_TAIL_EVENTS``, its ``manifest_hash``; a client puts them in that call's trace.
 """
 
 from __future__ import annotations
@@ -24,6 +31,12 @@ from typing import Any
 
 from django.db import transaction
 
+from memoryhub.context.assembly import (
+    ReadCoordinates,
+    issue_context_id,
+    recompute_manifest_hash,
+    served_summary,
+)
 from memoryhub.context.traces import record_trace
 from memoryhub.core.errors import InvalidInput, PayloadTooLarge
 from memoryhub.memory.events import append_events, parse_batch
@@ -50,6 +63,9 @@ COMPACTION_FIELDS = frozenset(
     }
 )
 MAX_STEP_TRACES = 100
+# The manifest of the read a step leaves behind hashes every tail event: computed only while the
+# tail is at most this long (what a model can read at once), so a step's cost stays flat.
+MANIFEST_MAX_TAIL_EVENTS = 2000
 MAX_STEP_COMPACTIONS = 10
 
 
@@ -153,7 +169,11 @@ class _Seqs:
 
     def __init__(self, workflow: Workflow, appended: list[dict[str, Any]]) -> None:
         self.workflow = workflow
-        self.known = {e["client_event_id"]: e["seq"] for e in appended if e.get("client_event_id")}
+        self.known: dict[str, int] = {}
+        self.learn(appended)
+
+    def learn(self, appended: list[dict[str, Any]]) -> None:
+        self.known.update((e["client_event_id"], e["seq"]) for e in appended if e.get("client_event_id"))
 
     def __call__(self, client_event_id: str, field: str) -> int:
         if client_event_id not in self.known:
@@ -171,6 +191,50 @@ class _Seqs:
         return self.known[client_event_id]
 
 
+def _record_trace(
+    workflow: Workflow, raw: dict[str, Any], i: int, seq_of: _Seqs, actor: Any
+) -> dict[str, Any]:
+    data = dict(raw)
+    if "tail_to_event" in data:
+        data["tail_to_seq"] = seq_of(data.pop("tail_to_event"), f"traces[{i}].tail_to_event")
+    if "summary_observation_id" in data:
+        obs = data.pop("summary_observation_id")
+        summary_id = summary_for_observation(workflow, obs)
+        if summary_id is None:
+            raise _bad(
+                f"traces[{i}].summary_observation_id: no compaction {obs!r} in this workflow",
+                "unknown_summary",
+            )
+        data["summary_id"] = summary_id
+    trace, created = record_trace(workflow, data, actor)
+    return {
+        "model_call_id": trace.model_call_id,
+        "trace_id": trace.pk,
+        "created": created,
+        "flags": list(trace.flags or []),
+    }
+
+
+def _context_after(workflow: Workflow) -> dict[str, Any]:
+    """The read a model call makes right after this step (summary served + tail to the head), as a
+    signed context id; with its manifest hash while the tail is short enough to hash cheaply."""
+    summary = served_summary(workflow)
+    coords = ReadCoordinates(
+        workflow_pk=workflow.pk,
+        summary_pk=summary.pk if summary else None,
+        summary_status=summary.status if summary else "",
+        watermark=summary.covers_to_seq if summary else 0,
+        head_seq=workflow.head_seq,
+    )
+    short = workflow.head_seq - coords.watermark <= MANIFEST_MAX_TAIL_EVENTS
+    return {
+        "context_id": issue_context_id(coords),
+        "manifest_hash": recompute_manifest_hash(workflow, coords) if short else None,
+        "summary_id": summary.summary_id if summary else None,
+        "head_seq": workflow.head_seq,
+    }
+
+
 def run_step(tenant: Tenant, external_id: str, payload: Any, actor: Any) -> dict[str, Any]:
     """Apply one step (see the module doc); bad input raises before anything is written."""
     step = _parse(payload)
@@ -184,10 +248,14 @@ def run_step(tenant: Tenant, external_id: str, payload: Any, actor: Any) -> dict
     compactions: list[dict[str, Any]] = []
     traces: list[dict[str, Any]] = []
     with transaction.atomic():
+        # Traces first: each names what an earlier model call read (events and summaries sent by
+        # earlier steps), so the head they are checked against is the head that call saw.
+        seq_of = _Seqs(workflow, [])
+        for i, raw in enumerate(step["traces"]):
+            traces.append(_record_trace(workflow, raw, i, seq_of, actor))
         if step["events"]:
-            result = append_events(workflow, step["events"])
-            appended = result.events
-        seq_of = _Seqs(workflow, appended)
+            appended = append_events(workflow, step["events"]).events
+            seq_of.learn(appended)
         for i, raw in enumerate(step["compactions"]):
             covers = raw.get("covers_to_seq")
             if "covers_to_event" in raw:
@@ -205,34 +273,13 @@ def run_step(tenant: Tenant, external_id: str, payload: Any, actor: Any) -> dict
                 actor=actor,
             )
             compactions.append(observed.to_dict())
-        for i, raw in enumerate(step["traces"]):
-            data = dict(raw)
-            if "tail_to_event" in data:
-                data["tail_to_seq"] = seq_of(data.pop("tail_to_event"), f"traces[{i}].tail_to_event")
-            if "summary_observation_id" in data:
-                obs = data.pop("summary_observation_id")
-                summary_id = summary_for_observation(workflow, obs)
-                if summary_id is None:
-                    raise _bad(
-                        f"traces[{i}].summary_observation_id: no compaction {obs!r} in this workflow",
-                        "unknown_summary",
-                    )
-                data["summary_id"] = summary_id
-            trace, trace_created = record_trace(workflow, data, actor)
-            traces.append(
-                {
-                    "model_call_id": trace.model_call_id,
-                    "trace_id": trace.pk,
-                    "created": trace_created,
-                    "flags": list(trace.flags or []),
-                }
-            )
     decision = None
     if step["decide"] is not None:
         deciding = services.workflow_for_decision(tenant, workflow.external_id)
         decision = services.decision_payload(services.decide(deciding, step["decide"], actor))
-    workflow.refresh_from_db(fields=["head_seq", "total_tokens"])
+    workflow = Workflow.objects.select_related("active_summary").get(pk=workflow.pk)
     return {
+        "context": _context_after(workflow),
         "workflow": workflow.external_id,
         "created": created,
         "head_seq": workflow.head_seq,

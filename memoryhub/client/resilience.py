@@ -36,7 +36,7 @@ Usage (what an integration does)::
     hub.close()
 
 ``hub.status()`` reports ``{"available", "spooled", "rejected", "failures", "last_error", ...}``.
-A spooled request the server refuses as invalid (4xx other than 401/403/404/408/409/429) is moved to
+A spooled request the server refuses as invalid (4xx other than 401/403/404/408/425/429, e.g. a 409 conflict) is moved to
 ``rejected.jsonl`` beside the spool and logged at ERROR: it is kept for a human, never retried
 forever and never silently dropped. When the spool is full (``max_spool_bytes``), new requests are
 refused with an ERROR log and counted in ``status()["dropped"]``.
@@ -82,7 +82,8 @@ T = TypeVar("T")
 DEFAULT_DEADLINE = 0.2  # seconds a MemoryHub call may add to a model call
 DEFAULT_MAX_SPOOL_BYTES = 64 * 1024 * 1024
 # Answers that say "not now" or "not this client" rather than "this request is wrong": keep it spooled.
-_RETRY_LATER_STATUSES = frozenset({401, 403, 404, 408, 409, 425, 429})
+# A 409 is not among them: the same idempotent request would conflict again forever.
+_RETRY_LATER_STATUSES = frozenset({401, 403, 404, 408, 425, 429})
 
 
 class Unavailable(MemoryHubError):
@@ -353,6 +354,7 @@ class ResilientHub:
     ) -> None:
         if config is None and client is None:
             config = HubConfig.from_env()
+        self._owns_client = client is None  # a client passed in stays the caller's to close
         self.component = component
         self.deadline = float(deadline or (config.deadline if config else DEFAULT_DEADLINE))
         if self.deadline <= 0:
@@ -395,6 +397,9 @@ class ResilientHub:
             max_workers=1, thread_name_prefix="memoryhub-drain"
         )
         self._drain_scheduled = False
+        # An in-process client (the demo, tests) serves requests on the calling thread's database
+        # connection: call it inline (its own timeout bounds it) and drain inline.
+        self.inline = bool(getattr(client, "in_process", False))
 
     @classmethod
     def from_env(cls, component: str = "client", **overrides: Any) -> ResilientHub:
@@ -481,9 +486,11 @@ class ResilientHub:
         if ordered and self.spool.has_pending():
             self.kick_drain()
             return self._fallback(spool, default, "queued behind spooled requests")
-        future = self._worker.submit(fn, self.client)
         try:
-            result = future.result(timeout=budget)
+            if self.inline:
+                result = fn(self.client)
+            else:
+                result = self._worker.submit(fn, self.client).result(timeout=budget)
         except concurrent.futures.TimeoutError:
             return self._outage(spool, default, f"no answer within {budget * 1000:.0f} ms")
         except Exception as exc:  # whatever the transport or the server did, the agent goes on
@@ -524,6 +531,9 @@ class ResilientHub:
         """Start delivering the spool in the background (no-op when empty, already running or open)."""
         if not self.spool.has_pending() or not self.available:
             return
+        if self.inline:
+            self._drain(time.monotonic() + self.drain_timeout)
+            return
         with self._state:
             if self._drain_scheduled:
                 return
@@ -541,11 +551,21 @@ class ResilientHub:
         return self._drain(time.monotonic() + timeout)
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until the spool is empty (True) or ``timeout`` passes / MemoryHub fails (False)."""
+        """Deliver the spool now and wait until it is empty (True) or ``timeout`` passes (False).
+
+        For scripts, tests and shutdown: it waits out an open breaker instead of giving up."""
         until = time.monotonic() + timeout
         while self.spool.has_pending():
-            if time.monotonic() >= until or not self.available:
+            now = time.monotonic()
+            if now >= until:
                 return False
+            if not self.available:  # wait the breaker out, then try again
+                with self._state:
+                    wait = self._open_until - self._clock()
+                time.sleep(min(max(wait, 0.01), until - now))
+                with self._state:
+                    self._open_until = min(self._open_until, self._clock())
+                continue
             if self._drain(until) == 0 and self.spool.has_pending():
                 time.sleep(0.01)
         return True
@@ -556,8 +576,8 @@ class ResilientHub:
             self.flush(drain_timeout)
         self._worker.shutdown(wait=False, cancel_futures=True)
         self._drainer.shutdown(wait=False, cancel_futures=True)
-        self.client.close()
-        if self._drain_client is not self.client:
+        if self._owns_client:
+            self.client.close()
             self._drain_client.close()
 
     def __enter__(self) -> ResilientHub:

@@ -18,29 +18,28 @@ def step(api, body, wf="lc-1"):
     return api.post(URL.format(wf), body, format="json")
 
 
+COMPACTION = {
+    "observation_id": "obs-1",
+    "covers_to_event": "e2",
+    "text": "The user said message 1; the assistant answered message 2.",
+    "compactor": {"name": "langchain-summarization", "model": "fake"},
+    "trigger": {"kind": "threshold", "pre_tokens": 30, "threshold_tokens": 20},
+}
+TRACE = {
+    "agent": "agent",
+    "agent_run_id": "run-1",
+    "model_call_id": "call-1",
+    "summary_observation_id": "obs-1",
+    "tail_to_event": "e3",
+    "input_tokens": 40,
+}
+
+
 def test_one_call_creates_appends_records_and_decides(api, tenant):
     body = {
         "create": {"name": "chat", "source": "langchain"},
         "events": [ev(1), ev(2, role="assistant"), ev(3)],
-        "compactions": [
-            {
-                "observation_id": "obs-1",
-                "covers_to_event": "e2",
-                "text": "The user said message 1; the assistant answered message 2.",
-                "compactor": {"name": "langchain-summarization", "model": "fake"},
-                "trigger": {"kind": "threshold", "pre_tokens": 30, "threshold_tokens": 20},
-            }
-        ],
-        "traces": [
-            {
-                "agent": "agent",
-                "agent_run_id": "run-1",
-                "model_call_id": "call-1",
-                "summary_observation_id": "obs-1",
-                "tail_to_event": "e3",
-                "input_tokens": 40,
-            }
-        ],
+        "compactions": [COMPACTION],  # covers events of this very step
         "decide": {"expected_next_step_tokens": 10},
     }
     response = step(api, body)
@@ -50,22 +49,31 @@ def test_one_call_creates_appends_records_and_decides(api, tenant):
     assert [(e["client_event_id"], e["seq"]) for e in data["events"]] == [("e1", 1), ("e2", 2), ("e3", 3)]
     summary = Summary.objects.get(workflow__external_id="lc-1")
     assert data["compactions"][0]["summary_id"] == summary.summary_id and summary.covers_to_seq == 2
-    trace = ConsumerTrace.objects.get(model_call_id="call-1")
-    assert trace.summary_id == summary.pk and trace.tail_to_seq == 3
-    assert data["traces"] == [
-        {"model_call_id": "call-1", "trace_id": trace.pk, "created": True, "flags": trace.flags}
-    ]
+    assert data["traces"] == []
     assert data["decision"]["action"] in {"continue", "compact", "retrieve_or_block"}
     assert data["decision"]["head_seq"] == 3 and data["decision"]["expected_next_step_tokens"] == 10
     assert Workflow.objects.get(external_id="lc-1").source == "langchain"
 
-    # The very same body again (a retry after a lost answer): same answer, nothing written twice.
+    # The next call's step carries the trace of the model call in between (it read S1 + e3) and
+    # that call's answer: the trace is checked against the head the call saw, not the new one.
+    follow = {"create": {}, "traces": [TRACE], "events": [ev(4, role="assistant")]}
+    second = step(api, follow).json()
+    trace = ConsumerTrace.objects.get(model_call_id="call-1")
+    assert trace.summary_id == summary.pk and trace.tail_to_seq == 3 and trace.head_seq_at_read == 3
+    assert "tail_loss" not in trace.flags
+    assert second["traces"] == [
+        {"model_call_id": "call-1", "trace_id": trace.pk, "created": True, "flags": trace.flags}
+    ]
+    assert second["head_seq"] == 4
+
+    # The very same bodies again (retries after lost answers): same answers, nothing written twice.
     again = step(api, body).json()
     assert again["created"] is False
-    assert again["events"] == data["events"] and again["head_seq"] == 3
+    assert again["events"] == data["events"] and again["head_seq"] == 4
     assert again["compactions"][0]["summary_id"] == summary.summary_id
+    again = step(api, follow).json()
     assert again["traces"][0]["trace_id"] == trace.pk and again["traces"][0]["created"] is False
-    assert Event.objects.filter(workflow__external_id="lc-1").count() == 3
+    assert Event.objects.filter(workflow__external_id="lc-1").count() == 4
     assert Summary.objects.filter(workflow__external_id="lc-1").count() == 1
     assert ConsumerTrace.objects.count() == 1
 
@@ -118,7 +126,7 @@ BAD_BODIES = [
                     "agent_run_id": "r",
                     "model_call_id": "m",
                     "summary_observation_id": "missing",
-                    "tail_to_event": "e1",
+                    "tail_to_seq": 0,
                 }
             ],
         },

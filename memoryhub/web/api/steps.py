@@ -50,6 +50,10 @@ class StepResponseSerializer(serializers.Serializer):
     compactions = serializers.ListField(child=serializers.DictField())
     traces = serializers.ListField(child=serializers.DictField())
     decision = serializers.DictField(allow_null=True)
+    context = serializers.DictField(
+        help_text="The read right after this step: context_id, manifest_hash (null past "
+        "MANIFEST_MAX_TAIL_EVENTS tail events), summary_id, head_seq."
+    )
 
 
 class WorkflowStep(TenantAPIView):
