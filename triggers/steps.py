@@ -14,7 +14,9 @@ may cover this step's events).
   so a client that never saw the seqs can still say where the compaction ended);
 * ``traces``: consumer traces (``memoryhub.context.traces``), idempotent on ``model_call_id``; the
   tail by ``tail_to_seq`` or ``tail_to_event``, the summary by ``summary_id`` or
-  ``summary_observation_id`` (the compaction that made it);
+  ``summary_observation_id`` (the compaction that made it); ``"attest_read": true`` asks the server
+  to attach the context id and manifest of its current read when the trace's tail and summary are
+  exactly that read (a client that never waited for an answer still gets provenance);
 * ``decide``: trigger inputs; when present the workflow's policy decides after the writes
   (``triggers.services.decide``, logged like ``POST …/trigger/``);
 * ``create``: ``{"name"?, "graph_release"?, "source"?, "model"?}`` creates the workflow on first use.
@@ -149,6 +151,8 @@ def _parse(payload: Any) -> dict[str, Any]:
             _event_id(trace["tail_to_event"], f"traces[{i}].tail_to_event")
         if "summary_id" in trace and "summary_observation_id" in trace:
             raise _bad(f"traces[{i}]: give at most one of summary_id or summary_observation_id")
+        if not isinstance(trace.get("attest_read", False), bool):
+            raise _bad(f"traces[{i}].attest_read must be true or false")
         obs = trace.get("summary_observation_id")
         if "summary_observation_id" in trace and (not isinstance(obs, str) or not obs):
             raise _bad(f"traces[{i}].summary_observation_id must be a string")
@@ -191,6 +195,23 @@ class _Seqs:
         return self.known[client_event_id]
 
 
+def _attested_read(workflow: Workflow, trace: dict[str, Any]) -> dict[str, Any]:
+    """Provenance for a trace whose call read "everything up to the head", checked, not trusted.
+
+    Traces are recorded before the step's own events, so the head now is the head that call saw
+    (the client sends in order). When the trace's tail is that head and its summary is the one
+    served, the read is exactly the server's current read: its context id (and manifest while the
+    tail is short) are attached. Anything else stays without provenance (and is flagged so).
+    """
+    workflow = Workflow.objects.select_related("active_summary").get(pk=workflow.pk)
+    context = _context_after(workflow)
+    if trace.get("tail_to_seq") != workflow.head_seq or trace.get("summary_id") != context["summary_id"]:
+        return {}
+    if context["manifest_hash"] is None:
+        return {}
+    return {"context_id": context["context_id"], "manifest_hash": context["manifest_hash"]}
+
+
 def _record_trace(
     workflow: Workflow, raw: dict[str, Any], i: int, seq_of: _Seqs, actor: Any
 ) -> dict[str, Any]:
@@ -206,6 +227,8 @@ def _record_trace(
                 "unknown_summary",
             )
         data["summary_id"] = summary_id
+    if data.pop("attest_read", False) is True and not data.get("context_id"):
+        data.update(_attested_read(workflow, data))
     trace, created = record_trace(workflow, data, actor)
     return {
         "model_call_id": trace.model_call_id,

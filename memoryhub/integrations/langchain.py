@@ -365,7 +365,13 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
         thread.pending_compactions, thread.pending_traces = [], []
         return requests
 
-    def _send(self, thread: _Thread, events: list[dict[str, Any]], *, decide: bool) -> dict[str, Any] | None:
+    def _send(
+        self, thread: _Thread, events: list[dict[str, Any]], *, decide: bool, wait: bool = False
+    ) -> dict[str, Any] | None:
+        if not (decide or wait):  # LangChain's trigger decided here: no answer needed, no waiting
+            for request in self._requests(thread, events):
+                self.hub.send_later(request)
+            return None
         *early, live = self._requests(thread, events, decide=decide)
         for request in early:  # a long history: caught up in the background, the agent runs on
             self.hub.send_later(request)
@@ -377,8 +383,10 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
         return answer
 
     async def _asend(
-        self, thread: _Thread, events: list[dict[str, Any]], *, decide: bool
+        self, thread: _Thread, events: list[dict[str, Any]], *, decide: bool, wait: bool = False
     ) -> dict[str, Any] | None:
+        if not (decide or wait):
+            return self._send(thread, events, decide=False)
         *early, live = self._requests(thread, events, decide=decide)
         for request in early:
             self.hub.send_later(request)
@@ -483,7 +491,7 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
         if policy_cut is not None:
             update = self._apply(prepared, *policy_cut, self._create_summary(policy_cut[0]))
             # Recorded before the model reads it (a second round trip, on compaction turns only).
-            answer = self._send(prepared.thread, [], decide=False)
+            answer = self._send(prepared.thread, [], decide=False, wait=True)
         self._note_summary_id(update, answer)
         return update
 
@@ -496,7 +504,7 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
         policy_cut = self._policy_cut(prepared, update, answer)
         if policy_cut is not None:
             update = self._apply(prepared, *policy_cut, await self._acreate_summary(policy_cut[0]))
-            answer = await self._asend(prepared.thread, [], decide=False)
+            answer = await self._asend(prepared.thread, [], decide=False, wait=True)
         self._note_summary_id(update, answer)
         return update
 
@@ -522,7 +530,7 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
                 "graph_release": self.graph_release,
                 "thread_id": ids.get("thread_id"),
                 "checkpoint_id": ids.get("checkpoint_id"),
-                "input_tokens": self._total_tokens(thread, list(request.messages)) if thread.tally else None,
+                "input_tokens": thread.tally.value() if thread.tally else None,
             }
             if summary.get("observation_id"):
                 trace["summary_observation_id"] = summary["observation_id"]
@@ -530,10 +538,12 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
                 trace["summary_id"] = None
             context = thread.context or {}
             if context.get("context_id") and context.get("manifest_hash"):
-                # Provenance: the server's description of the read this call made (when the step
-                # that preceded it was answered live and its tail was short enough to hash).
+                # Provenance: the server's description of the read this call made (the step
+                # that preceded it was answered live).
                 trace["context_id"] = context["context_id"]
                 trace["manifest_hash"] = context["manifest_hash"]
+            else:  # the server checks this call read exactly its current state, then attests it
+                trace["attest_read"] = True
             thread.pending_traces.append(
                 {k: v for k, v in trace.items() if v is not None or k == "summary_id"}
             )

@@ -72,6 +72,8 @@ def test_same_decisions_and_messages_with_memoryhub_up(live_server, alice, tmp_p
     assert summaries.count() == expected.compactions
     traces = ConsumerTrace.objects.filter(workflow__external_id="t-1")
     assert traces.count() == len(expected.calls)
+    # The agent never waited for an answer, yet each trace got the server-attested read it made.
+    assert [t.flags for t in traces] == [[] for _ in traces]
     # A call that read a summary names it; the last call read the last summary.
     last = traces.order_by("-tail_to_seq", "-id").first()
     assert last.summary_id == summaries.last().pk

@@ -66,24 +66,33 @@ def error_url() -> Iterator[str]:
     server.server_close()
 
 
-def timed_native():
+def timed_native(args):
     summarizer, model = FakeSummarizer(), ScriptedModel()
     started = time.monotonic()
-    run = run_script(SummarizationMiddleware(summarizer, **ARGS), model, summarizer)
+    run = run_script(SummarizationMiddleware(summarizer, **args), model, summarizer)
     return run, time.monotonic() - started
 
 
+# "policy": trigger=None, the workflow policy decides and each call waits (≤ deadline) for it;
+# with MemoryHub away nothing is summarized, which is LangChain's behaviour for trigger=None.
+MODES = {"trigger": ARGS, "policy": {"keep": ("messages", 6)}}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("kind", ["stalled", "refused", "500"])
-def test_memoryhub_failing_costs_at_most_the_deadline_per_call(kind, request, tmp_path, caplog):
+def test_memoryhub_failing_costs_at_most_the_deadline_per_call(kind, mode, request, tmp_path, caplog):
     url = request.getfixturevalue(
         {"stalled": "stalled_url", "refused": "refused_url", "500": "error_url"}[kind]
     )
-    expected, native_seconds = timed_native()
+    args = MODES[mode]
+    expected, native_seconds = timed_native(args)
     hub = ResilientHub(
-        HubConfig(url=url, api_key="mh_x", spool_dir=tmp_path / "spool"), component="langchain"
+        HubConfig(url=url, api_key="mh_x", spool_dir=tmp_path / "spool"),
+        component="langchain",
+        drain_timeout=1.0,
     )
     summarizer, model = FakeSummarizer(), ScriptedModel()
-    middleware = MemoryHubSummarizationMiddleware(summarizer, hub=hub, **ARGS)
+    middleware = MemoryHubSummarizationMiddleware(summarizer, hub=hub, **args)
     started = time.monotonic()
     got = run_script(middleware, model, summarizer)
     ours_seconds = time.monotonic() - started
@@ -92,10 +101,21 @@ def test_memoryhub_failing_costs_at_most_the_deadline_per_call(kind, request, tm
     overhead = ours_seconds - native_seconds
     assert overhead < DEADLINE * 3, f"{kind}: {overhead:.2f} s over {len(got.calls)} model calls"
     assert hub.status()["spooled"] > 0
-    warnings = [
-        r for r in caplog.records if r.levelname == "WARNING" and str(hub.spool.directory) in r.getMessage()
-    ]
-    assert len(warnings) == 1
+
+    def warnings() -> list:
+        return [
+            r
+            for r in caplog.records
+            if r.levelname == "WARNING" and str(hub.spool.directory) in r.getMessage()
+        ]
+
+    # The records go out in the background (LangChain's trigger needs no answer): the drainer
+    # meets the failure, warns once, and keeps everything spooled.
+    waited = time.monotonic() + 5
+    while not warnings() and time.monotonic() < waited:
+        time.sleep(0.05)
+    assert len(warnings()) == 1
+    assert hub.status()["spooled"] > 0 and hub.status()["rejected"] == 0
 
 
 @pytest.mark.parametrize("missing", ["MEMORYHUB_URL", "MEMORYHUB_API_KEY"])
