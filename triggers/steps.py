@@ -21,7 +21,7 @@ may cover this step's events).
   (``triggers.services.decide``, logged like ``POST …/trigger/``);
 * ``create``: ``{"name"?, "graph_release"?, "source"?, "model"?}`` creates the workflow on first use.
 
-The answer's ``context`` describes the read a model call makes right after the step (the summary
+With ``"context": true`` the answer's ``context`` describes the read a model call makes right after the step (the summary
 served and the tail up to the head): a signed ``context_id`` and, while the tail is at most
 ``MANIFEST_MAX_TAIL_EVENTS``, its ``manifest_hash``; a client puts them in that call's trace.
 """
@@ -40,7 +40,7 @@ from memoryhub.context.assembly import (
     served_summary,
 )
 from memoryhub.context.traces import record_trace
-from memoryhub.core.errors import InvalidInput, PayloadTooLarge
+from memoryhub.core.errors import InvalidInput, NotFound, PayloadTooLarge
 from memoryhub.memory.events import append_events, parse_batch
 from memoryhub.memory.observed import record_observed_compaction, summary_for_observation
 from memoryhub.memory.workflows import create_workflow, get_workflow
@@ -49,7 +49,7 @@ from triggers import services
 
 __all__ = ["MAX_STEP_COMPACTIONS", "MAX_STEP_TRACES", "STEP_FIELDS", "run_step"]
 
-STEP_FIELDS = frozenset({"create", "events", "compactions", "traces", "decide"})
+STEP_FIELDS = frozenset({"create", "events", "compactions", "traces", "decide", "context"})
 CREATE_FIELDS = frozenset({"name", "graph_release", "source", "model"})
 COMPACTION_FIELDS = frozenset(
     {
@@ -156,6 +156,8 @@ def _parse(payload: Any) -> dict[str, Any]:
         obs = trace.get("summary_observation_id")
         if "summary_observation_id" in trace and (not isinstance(obs, str) or not obs):
             raise _bad(f"traces[{i}].summary_observation_id must be a string")
+    if not isinstance(body.get("context", False), bool):
+        raise _bad("'context' must be true or false")
     decide = body.get("decide")
     if decide is not None:
         decide = _object(decide, "decide", frozenset())
@@ -165,6 +167,7 @@ def _parse(payload: Any) -> dict[str, Any]:
         "compactions": compactions,
         "traces": traces,
         "decide": decide,
+        "context": body.get("context", False),
     }
 
 
@@ -262,11 +265,13 @@ def run_step(tenant: Tenant, external_id: str, payload: Any, actor: Any) -> dict
     """Apply one step (see the module doc); bad input raises before anything is written."""
     step = _parse(payload)
     created = False
-    if step["create"] is not None:
+    try:  # the common case, an existing workflow: one lookup, the create is not even tried
+        workflow = get_workflow(tenant, external_id)
+    except NotFound:
+        if step["create"] is None:
+            raise
         source = step["create"].pop("source", WorkflowSource.API)
         workflow, created = create_workflow(tenant, external_id, source=source, actor=actor, **step["create"])
-    else:
-        workflow = get_workflow(tenant, external_id)
     appended: list[dict[str, Any]] = []
     compactions: list[dict[str, Any]] = []
     traces: list[dict[str, Any]] = []
@@ -276,8 +281,10 @@ def run_step(tenant: Tenant, external_id: str, payload: Any, actor: Any) -> dict
         seq_of = _Seqs(workflow, [])
         for i, raw in enumerate(step["traces"]):
             traces.append(_record_trace(workflow, raw, i, seq_of, actor))
+        head_after, total_after = workflow.head_seq, workflow.total_tokens
         if step["events"]:
-            appended = append_events(workflow, step["events"]).events
+            result = append_events(workflow, step["events"])
+            appended, head_after, total_after = result.events, result.head_seq, result.total_tokens
             seq_of.learn(appended)
         for i, raw in enumerate(step["compactions"]):
             covers = raw.get("covers_to_seq")
@@ -300,13 +307,17 @@ def run_step(tenant: Tenant, external_id: str, payload: Any, actor: Any) -> dict
     if step["decide"] is not None:
         deciding = services.workflow_for_decision(tenant, workflow.external_id)
         decision = services.decision_payload(services.decide(deciding, step["decide"], actor))
-    workflow = Workflow.objects.select_related("active_summary").get(pk=workflow.pk)
+    if step["context"] or step["compactions"] or not step["events"]:
+        workflow = Workflow.objects.select_related("active_summary").get(pk=workflow.pk)
+        head, total = workflow.head_seq, workflow.total_tokens
+    else:
+        head, total = head_after, total_after
     return {
-        "context": _context_after(workflow),
+        "context": _context_after(workflow) if step["context"] else None,
         "workflow": workflow.external_id,
         "created": created,
-        "head_seq": workflow.head_seq,
-        "total_tokens": workflow.total_tokens,
+        "head_seq": head,
+        "total_tokens": total,
         "events": appended,
         "compactions": compactions,
         "traces": traces,

@@ -422,9 +422,10 @@ class MemoryHubClient:
         traces: Iterable[Mapping[str, Any]] = (),
         decide: Mapping[str, Any] | None = None,
         create: Mapping[str, Any] | None = None,
+        context: bool = False,
     ) -> JSON:
         """The JSON body of :meth:`step` (also what a spool keeps to replay it)."""
-        body: JSON = {}
+        body: JSON = {"context": True} if context else {}
         if create is not None:
             body["create"] = _drop_none(create)
         for key, items in (("events", events), ("compactions", compactions), ("traces", traces)):

@@ -339,7 +339,7 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
     # -- the round trip -----------------------------------------------------------------------------
 
     def _requests(
-        self, thread: _Thread, events: list[dict[str, Any]], *, decide: bool = False
+        self, thread: _Thread, events: list[dict[str, Any]], *, decide: bool = False, wait: bool = False
     ) -> list[SpooledRequest]:
         """The step(s) that carry ``events`` plus everything pending, at most ``max_batch_events``
         events each. Traces ride the first (they describe earlier calls: the server checks them
@@ -360,6 +360,7 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
                 if decide and last
                 else None,
                 create=create,
+                context=wait and last,
             )
             requests.append(SpooledRequest("POST", path, body))
         thread.pending_compactions, thread.pending_traces = [], []
@@ -372,7 +373,7 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
             for request in self._requests(thread, events):
                 self.hub.send_later(request)
             return None
-        *early, live = self._requests(thread, events, decide=decide)
+        *early, live = self._requests(thread, events, decide=decide, wait=True)
         for request in early:  # a long history: caught up in the background, the agent runs on
             self.hub.send_later(request)
         answer = self.hub.call(
@@ -387,7 +388,7 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
     ) -> dict[str, Any] | None:
         if not (decide or wait):
             return self._send(thread, events, decide=False)
-        *early, live = self._requests(thread, events, decide=decide)
+        *early, live = self._requests(thread, events, decide=decide, wait=True)
         for request in early:
             self.hub.send_later(request)
         answer = await self.hub.acall(

@@ -133,6 +133,8 @@ BAD_BODIES = [
         "unknown_summary",
     ),
     ({"create": {}, "decide": [1]}, "invalid_step"),
+    ({"create": {}, "context": "yes"}, "invalid_step"),
+    ({"create": {}, "traces": [{"tail_to_seq": 0, "attest_read": "yes"}]}, "invalid_step"),
     ({"create": {}, "decide": {"current_tokens": 5}}, "invalid_trigger_input"),
     ({"create": {}, "traces": [{}] * 101}, "step_too_large"),
 ]
@@ -150,6 +152,16 @@ def test_bad_input_is_a_4xx_json_error_and_writes_nothing(api, tenant, body, cod
         # Everything in the body is one transaction: the events before the bad part are not kept.
         assert Event.objects.filter(workflow__external_id="bad").count() == 0
         assert Summary.objects.count() == 0 and ConsumerTrace.objects.count() == 0
+
+
+def test_context_is_answered_only_when_asked_and_names_the_read(api, tenant):
+    assert step(api, {"create": {}, "events": [ev(1)]}).json()["context"] is None
+    asked = step(api, {"create": {}, "events": [ev(2)], "context": True}).json()["context"]
+    assert asked["head_seq"] == 2 and asked["summary_id"] is None
+    assert asked["context_id"].startswith("ctx_") and asked["manifest_hash"].startswith("sha256:")
+    # The same read through GET …/context/ has the same id and manifest.
+    read = api.get("/api/v1/workflows/lc-1/context/").json()
+    assert (read["context_id"], read["manifest_hash"]) == (asked["context_id"], asked["manifest_hash"])
 
 
 def test_a_batch_over_the_maximum_is_413(api, tenant, settings):

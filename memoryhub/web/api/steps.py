@@ -39,6 +39,9 @@ class StepRequestSerializer(serializers.Serializer):
     decide = serializers.DictField(
         required=False, allow_null=True, help_text="Trigger inputs: when present the workflow policy decides."
     )
+    context = serializers.BooleanField(
+        required=False, help_text="Answer with the context id (+ manifest) of the read right after the step."
+    )
 
 
 class StepResponseSerializer(serializers.Serializer):
@@ -51,8 +54,10 @@ class StepResponseSerializer(serializers.Serializer):
     traces = serializers.ListField(child=serializers.DictField())
     decision = serializers.DictField(allow_null=True)
     context = serializers.DictField(
-        help_text="The read right after this step: context_id, manifest_hash (null past "
-        "MANIFEST_MAX_TAIL_EVENTS tail events), summary_id, head_seq."
+        allow_null=True,
+        help_text="Only when asked (context: true). "
+        "The read right after this step: context_id, manifest_hash (null past "
+        "MANIFEST_MAX_TAIL_EVENTS tail events), summary_id, head_seq.",
     )
 
 
