@@ -50,6 +50,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -522,7 +523,7 @@ class ResilientHub:
 
     async def acall(self, fn: Callable[[MemoryHubClient], T], **kwargs: Any) -> T:
         """:meth:`call` for async code: the same bound, without blocking the event loop."""
-        return await asyncio.to_thread(self.call, fn, **kwargs)
+        return await asyncio.to_thread(functools.partial(self.call, fn, **kwargs))
 
     async def asend(self, request: SpooledRequest, **kwargs: Any) -> bool:
         return await asyncio.to_thread(self.send, request, **kwargs)

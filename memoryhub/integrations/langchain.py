@@ -482,7 +482,7 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
 
     # -- LangChain hooks ----------------------------------------------------------------------------
 
-    def before_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def before_model(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
         prepared = self._prepare(state)
         update = None
         if prepared.compact and (cut := self._cut(prepared)) is not None:
@@ -496,7 +496,7 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
         self._note_summary_id(update, answer)
         return update
 
-    async def abefore_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    async def abefore_model(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
         prepared = self._prepare(state)
         update = None
         if prepared.compact and (cut := self._cut(prepared)) is not None:
@@ -567,7 +567,7 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
         model_call_id = self._trace(request)
         return self._tag(await handler(request), model_call_id)
 
-    def after_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def after_agent(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
         """Queue the run's last messages and traces for the background drainer (the agent does not wait)."""
         thread = self._thread(self.workflow_id())
         events = self._events_of(thread, self._take_new(thread, state["messages"]))
@@ -576,7 +576,7 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
                 self.hub.send_later(request)
         return None
 
-    async def aafter_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    async def aafter_agent(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
         return self.after_agent(state, runtime)
 
     def flush(self, timeout: float = 10.0) -> bool:
