@@ -330,7 +330,8 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
     def _prepare(self, state: Any) -> _Prepared:
         messages = state["messages"]
         thread = self._thread(self.workflow_id())
-        events = self._events_of(thread, self._take_new(thread, messages))
+        new = self._take_new(thread, messages)
+        events = self._recording(lambda: self._events_of(thread, new), [])
         compact = False
         if not self.policy_decides:
             compact = self._should_summarize(messages, self._total_tokens(thread, messages))
@@ -450,7 +451,7 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
         """LangChain's state update, plus our bookkeeping of the new state."""
         thread = prepared.thread
         tokens = self._total_tokens(thread, prepared.messages)
-        record = self._compaction(thread, replaced, text, tokens)
+        record = self._recording(lambda: self._compaction(thread, replaced, text, tokens), None)
         note = self._build_new_messages(text)[0]
         meta: dict[str, Any] = {}
         if record is not None:
@@ -553,6 +554,8 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
 
     @staticmethod
     def _tag(response: Any, model_call_id: str) -> Any:
+        if not model_call_id:
+            return response
         results = response.result if isinstance(response, ModelResponse) else [response]
         for message in results:
             if isinstance(message, AIMessage):
@@ -560,20 +563,33 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
         return response
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
-        model_call_id = self._trace(request)
+        model_call_id = self._recording(lambda: self._trace(request), "")
         return self._tag(handler(request), model_call_id)
 
     async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
-        model_call_id = self._trace(request)
+        model_call_id = self._recording(lambda: self._trace(request), "")
         return self._tag(await handler(request), model_call_id)
+
+    def _recording(self, record: Callable[[], Any], fallback: Any) -> Any:
+        """Run MemoryHub-only bookkeeping; a failure there is logged, never raised into the agent."""
+        try:
+            return record()
+        except Exception:  # a bug or an unexpected message shape must not stop the agent
+            logger.exception("MemoryHub: recording failed; the agent continues (this record is missing)")
+            return fallback
 
     def after_agent(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
         """Queue the run's last messages and traces for the background drainer (the agent does not wait)."""
         thread = self._thread(self.workflow_id())
-        events = self._events_of(thread, self._take_new(thread, state["messages"]))
-        if events or thread.pending_traces or thread.pending_compactions:
-            for request in self._requests(thread, events):
-                self.hub.send_later(request)
+        new = self._take_new(thread, state["messages"])
+
+        def queue() -> None:
+            events = self._events_of(thread, new)
+            if events or thread.pending_traces or thread.pending_compactions:
+                for request in self._requests(thread, events):
+                    self.hub.send_later(request)
+
+        self._recording(queue, None)
         return None
 
     async def aafter_agent(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ from langchain.agents.middleware.summarization import SummarizationMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from memoryhub.client import NotConfigured
-from memoryhub.client.resilience import HubConfig, ResilientHub
+from memoryhub.client.resilience import HubConfig, ResilientHub, SpooledRequest
 from memoryhub.integrations.langchain import MemoryHubSummarizationMiddleware
 from memoryhub.models import ConsumerTrace, Event, Summary
 
@@ -209,3 +209,27 @@ def test_running_token_count_equals_langchains_whole_history_count():
         messages.append(message)
         tally.add(message)
         assert tally.value() == middleware.token_counter(messages), i
+
+
+def test_an_unwritable_spool_or_a_recording_bug_never_stops_the_agent(
+    refused_url, tmp_path, caplog, monkeypatch
+):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the spool directory should be")
+    hub = ResilientHub(
+        HubConfig(url=refused_url, api_key="k", spool_dir=blocker / "spool"), component="langchain"
+    )
+    expected, _ = timed_native(ARGS)
+    summarizer, model = FakeSummarizer(), ScriptedModel()
+    middleware = MemoryHubSummarizationMiddleware(summarizer, hub=hub, **ARGS)
+
+    def broken(*args, **kwargs):
+        raise TypeError("an unexpected message shape")
+
+    monkeypatch.setattr("memoryhub.integrations.langchain.message_to_events", broken)
+    got = run_script(middleware, model, summarizer)
+    assert got.calls == expected.calls and got.compactions == expected.compactions
+    assert any("recording failed" in r.getMessage() for r in caplog.records if r.levelname == "ERROR")
+    monkeypatch.undo()
+    assert hub.spool.put(SpooledRequest("POST", "/x/", {})) is False  # unwritable: refused, logged, counted
+    assert hub.status()["dropped"] >= 1
