@@ -27,12 +27,14 @@ message are LangChain's own code paths, so the agent's model sees exactly what i
 The summary message carries ``additional_kwargs["memoryhub_summary"]`` (observation id, summary id
 once known) and an id; its content is LangChain's.
 
-**One round trip per model call, flat cost.** ``before_model`` sends one ``POST …/step/``: the new
+**One request per model call, flat cost.** ``before_model`` makes one ``POST …/step/``: the new
 messages as events (ids derived from message ids, so a re-run never duplicates), the compaction it
 just performed (coverage by event id), the consumer traces of earlier model calls, and (policy
-mode) the decision request. ``after_agent`` queues the last messages for the background drainer
-(no wait). A history longer than the server's batch maximum is caught up in chunks by the
-background drainer while the agent runs natively.
+mode) the decision request. With a LangChain ``trigger`` the answer is not needed: the request is
+queued for the background sender and the agent does not wait. In policy mode the call waits (at
+most the deadline) for the decision, and a compaction it leads to is recorded by a second request
+before the model reads it. ``after_agent`` queues the last messages the same way. A history longer
+than the server's batch maximum is sent in chunks in the background while the agent runs.
 
 **Never hurts the agent.** All calls go through :class:`memoryhub.client.resilience.ResilientHub`:
 deadline (``MEMORYHUB_DEADLINE_MS``, default 200 ms), circuit breaker, local spool drained in order
