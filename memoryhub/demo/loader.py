@@ -53,6 +53,10 @@ API_KEY_NAME = "demo-agents"
 API_KEY_FILE = "demo-api-key.txt"
 APPEND_CHUNK = 100
 BURST = 6  # events an agent appends in one call when the story is back-dated
+# The story ends three days before the load; what follows it is spaced so it ends before the load too.
+STORY_ENDS_BEFORE_LOAD_S = 3 * 86400
+OTHER_WORKFLOWS_EVERY_S = 12 * 3600
+INTEGRATIONS_AFTER_S = 2 * 86400
 ROLLUP_DAYS = 8  # the back-dated story spans the overview's default 7-day window (and a bit)
 
 # The validator in force when the seed incident happened (kept as it was; see memoryhub.memory.validation).
@@ -142,7 +146,7 @@ def load(out: Out = print, *, backdate: bool = True, rollups: bool = False) -> L
     steps = scenario.timeline()
     span = steps[-1]["at_offset_s"]
     # The publisher's last call (the end of the timeline) happened three days ago.
-    base = timezone.now() - timedelta(days=3, seconds=span) if backdate else None
+    base = timezone.now() - timedelta(seconds=STORY_ENDS_BEFORE_LOAD_S + span) if backdate else None
     clock = _Clock(base, sample_gauges=rollups)
     report = LoadReport(backdated=clock.active)
     when = "back-dated to end three days ago" if clock.active else "at the current time"
@@ -153,8 +157,11 @@ def load(out: Out = print, *, backdate: bool = True, rollups: bool = False) -> L
         report.api_key = key_secret
         _replay_acme(out, clock, steps, agents, report)
         _load_other_workflows(out, clock, span, agents)
-        # LangChain and OpenAI Agents runs, through the REST API in process (memoryhub.demo.integrations).
-        load_integration_workflows(key_secret, out, lambda offset: clock.at(span + 86400 * 4 + offset))
+        # LangChain and OpenAI Agents runs, through the REST API in process (memoryhub.demo.integrations),
+        # a day before the investigation: every demo timestamp stays in the past.
+        load_integration_workflows(
+            key_secret, out, lambda offset: clock.at(span + INTEGRATIONS_AFTER_S + offset)
+        )
         _load_observed_sources(out, agents)
     _write_api_key(out, key_secret)
     report.investigation = _investigate(out)
@@ -432,8 +439,9 @@ def _stale_attempt(
 def _load_other_workflows(out: Out, clock: _Clock, span: float, agents: Actor) -> None:
     for i, spec in enumerate(scenario.other_workflows()):
         tenant = Tenant.objects.get(slug=spec["tenant"])
-        # Later than the incident workflow, a day apart each, in small batches.
-        start = span + 86400 * (i + 1)
+        # Later than the incident workflow, half a day apart each, in small batches (all before
+        # the integrations' runs, so nothing is dated after the load).
+        start = span + OTHER_WORKFLOWS_EVERY_S * (i + 1)
         with clock.at(start):
             workflow, _ = create_workflow(
                 tenant,

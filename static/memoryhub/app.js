@@ -294,6 +294,46 @@
     }
   });
 
+  // --- channel form: show only the fields the chosen kind uses ([data-kinds] on a field) ---------
+  document.querySelectorAll("form#channel-form").forEach(function (form) {
+    const kind = form.querySelector("select[name=kind]");
+    if (!kind) return;
+    function sync() {
+      form.querySelectorAll(".field[data-kinds]").forEach(function (field) {
+        field.hidden = field.getAttribute("data-kinds").split(" ").indexOf(kind.value) < 0;
+      });
+    }
+    kind.addEventListener("change", sync);
+    sync();
+  });
+
+  // --- copy buttons: [data-copy] names the element whose text (or data-copy-text) is copied ------
+  function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+    // http:// on a LAN host has no Clipboard API: copy through a selected, off-screen textarea.
+    const area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.style.position = "fixed";
+    area.style.left = "-9999px";
+    document.body.appendChild(area);
+    area.select();
+    const ok = document.execCommand("copy");
+    document.body.removeChild(area);
+    return ok ? Promise.resolve() : Promise.reject(new Error("copy refused"));
+  }
+  document.addEventListener("click", function (ev) {
+    const button = ev.target.closest("[data-copy]");
+    if (!button) return;
+    const source = document.querySelector(button.getAttribute("data-copy"));
+    const text = button.getAttribute("data-copy-text") || (source ? source.textContent.trim() : "");
+    const label = button.textContent;
+    copyText(text).then(
+      function () { button.textContent = "Copied"; },
+      function () { button.textContent = "Select and copy"; }
+    ).then(function () { setTimeout(function () { button.textContent = label; }, 1500); });
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     enhance(document);
     goToSeq();

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 import plotly.graph_objects as go
@@ -12,6 +13,17 @@ from memoryhub.models import AlertEvaluation, AlertRule
 from memoryhub.observe.metrics import METRICS
 
 STATE_COLORS = {"ok": "#15803d", "warning": "#b45309", "critical": "#b91c1c"}
+
+
+def time_range(times: Sequence[datetime], at_least: timedelta) -> list[str] | None:
+    """An x range spanning at least ``at_least`` and ending just after the last point: with one
+    point (or a few close ones) Plotly would zoom to milliseconds and label 07:07:33.194/.1945/.195."""
+    if not times:
+        return None
+    first, last = min(times), max(times)
+    pad = max(at_least / 20, timedelta(seconds=1))
+    start = min(first, last - at_least) - pad
+    return [start.isoformat(), (last + pad).isoformat()]
 
 
 def rule_history_figure(rule: AlertRule, evaluations: Sequence[AlertEvaluation]) -> dict[str, Any]:
@@ -53,7 +65,10 @@ def rule_history_figure(rule: AlertRule, evaluations: Sequence[AlertEvaluation])
     fig.update_layout(
         height=320,
         margin={"l": 56, "r": 16, "t": 24, "b": 40},
-        xaxis={"title": {"text": "evaluated at (UTC)"}},
+        xaxis={
+            "title": {"text": "evaluated at (UTC)"},
+            "range": time_range(times, timedelta(minutes=max(rule.window_minutes, 5))),
+        },
         yaxis={"title": {"text": unit}, "rangemode": "tozero"},
         legend={"orientation": "h", "y": -0.2},
         hovermode="closest",

@@ -138,9 +138,19 @@ class ChannelForm(forms.Form):
     clear_secret = forms.BooleanField(required=False, label="Remove the signing secret")
     timeout_seconds = forms.FloatField(min_value=0.5, max_value=30, initial=5.0)
 
+    # Which kinds use a field: the page shows only those of the chosen kind (app.js; all without JS).
+    KIND_FIELDS = {
+        "url": (ChannelKind.WEBHOOK, ChannelKind.SLACK),
+        "email": (ChannelKind.EMAIL,),
+        "secret": (ChannelKind.WEBHOOK,),
+        "clear_secret": (ChannelKind.WEBHOOK,),
+    }
+
     def __init__(self, *args, channel: Channel | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.channel = channel
+        for name, kinds in self.KIND_FIELDS.items():
+            self.fields[name].kinds = " ".join(kinds)  # type: ignore[attr-defined]
         if channel is not None:
             self.fields["kind"].disabled = True
             self.fields["kind"].required = False

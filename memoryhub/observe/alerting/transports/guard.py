@@ -141,7 +141,11 @@ def check_url(url: str) -> str:
     for address in addresses:
         reason = refusal(address)
         if reason:
-            raise UnsafeURL(f"host {host!r} is not a public address ({reason})")
+            # Say how to allow it: a team whose webhook target is on its own network needs the setting.
+            raise UnsafeURL(
+                f"host {host!r} is not a public address ({reason}); to send to it, an operator adds its "
+                f"network (e.g. {address}/32) to MEMORYHUB_CHANNEL_ALLOWED_NETWORKS"
+            )
     return url
 
 
