@@ -46,6 +46,7 @@ from memoryhub.compaction.types import (
     dropped_seqs,
     range_text,
 )
+from memoryhub.core.facts import is_mandatory
 
 OBLIGATION, DECISION, OPEN_ITEM, REQ_UNIT, UNIT, NARRATIVE = range(6)
 _MANIFEST_KIND = {
@@ -177,8 +178,8 @@ class ExtractiveCompactorV3(Compactor):
         open_keys = {item["key"] for item in open_items(facts)}
         items = []
         for fact in facts:
-            if fact["key"] in open_keys:
-                priority = OPEN_ITEM
+            if fact["key"] in open_keys or (is_mandatory(fact) and fact.get("kind") not in _OBLIGATION_FACTS):
+                priority = OPEN_ITEM  # open issues, pending approvals, failed tests…
             elif fact.get("kind") in _OBLIGATION_FACTS:
                 priority = OBLIGATION
             elif fact.get("kind") in _DECISION_KINDS:

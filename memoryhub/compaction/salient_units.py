@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import regex
 
+from memoryhub.core.quality import TOKEN_CLASSES, extract
+
 try:  # pragma: no cover - exercised by whichever is installed
     from memoryhub.core import salient as _salient  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover
@@ -68,10 +70,18 @@ def _fallback_units(text: str) -> list[str]:
 
 
 def units(text: str) -> list[str]:
-    """The salient units of ``text`` in order of appearance, without duplicates."""
-    if _salient is not None:
-        return list(dict.fromkeys(u.text for u in _salient.units(text)))
-    return _fallback_units(text)
+    """The salient units of ``text`` in order of appearance, without duplicates.
+
+    The union of the general extractor and the token classes the deployed validators measure
+    (``memoryhub.core.quality.extract``), so a summary keeps what either will look for; a unit
+    inside a longer one is left out (kept alone it would read as a new token).
+    """
+    found = [u.text for u in _salient.units(text)] if _salient is not None else _fallback_units(text)
+    classic = extract(text)
+    for name in TOKEN_CLASSES:
+        found += sorted(classic[name], key=lambda t: (text.find(t), t))
+    unique = list(dict.fromkeys(u for u in found if u.strip()))
+    return [u for u in unique if not any(u != other and u in other for other in unique)]
 
 
 def sentences(text: str) -> list[Sentence]:

@@ -516,11 +516,16 @@ DEMO_ALERT = {
 }
 
 
+# The review story is pinned to extractive-v2: its S2 must pass rules-6, which cannot tell a drop
+# extractive-v3 declares (content.dropped) from a silent loss.
+REVIEW_COMPACTOR = "extractive-v2"
+
+
 def _compact_now(workflow: Workflow, actor: Actor, task_id: str) -> tuple[CompactionJob, Summary]:
     """Request a compaction and run it with the worker's own function, in this process: the
     finished job and the summary it produced."""
     with transaction.atomic():
-        job, _ = request_compaction(workflow, actor=actor)
+        job, _ = request_compaction(workflow, actor=actor, compactor=REVIEW_COMPACTOR)
     run_job(job.pk, task_id)
     job.refresh_from_db()
     if job.summary is None:
