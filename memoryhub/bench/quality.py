@@ -242,15 +242,20 @@ def _claims(content: dict[str, Any]) -> str:
     return q.content_text({k: v for k, v in content.items() if k != DROPPED_FIELD})
 
 
-def _declared(label: Label, unit: str, manifest: list[dict[str, Any]]) -> bool:
+def _declared(label: Label, unit: str, manifest: list[dict[str, Any]]) -> str:
+    """ "listed" when a manifest entry for the label's seq names it, "range" when only an aggregated
+    entry without a list covers its seq, "" when nothing declares it."""
+    found = ""
     for entry in manifest:
-        if label.seq not in dropped_seqs(entry):
+        if label.seq not in dropped_seqs(entry) or entry["kind"] == "narrative":
             continue
-        if label.kind == "obligation" and entry["kind"] in ("obligation", "decision"):
-            return True
-        if entry["kind"] != "narrative" and (unit in entry["units"] or not entry["units"]):
-            return True
-    return False
+        if unit in entry["units"] or (
+            label.kind == "obligation" and entry["kind"] in ("obligation", "decision")
+        ):
+            return "listed"
+        if not entry["units"]:
+            found = "range"
+    return found
 
 
 def _obligation_kept(label: Label, text: str) -> bool:
@@ -264,12 +269,14 @@ class Score:
     units: int = 0
     units_kept: int = 0
     units_declared: int = 0
+    units_declared_by_range: int = 0  # declared only by an aggregated seq-range entry (no list)
     obligations: int = 0
     obligations_kept: int = 0
     obligations_declared: int = 0
     by_genre: dict[str, list[int]] = field(default_factory=dict)  # genre -> [labels, kept, declared]
 
-    def add(self, label: Label, kept: bool, declared: bool) -> None:
+    def add(self, label: Label, kept: bool, how: str) -> None:
+        declared = bool(how)
         row = self.by_genre.setdefault(label.genre, [0, 0, 0])
         row[0] += 1
         row[1] += kept
@@ -278,6 +285,7 @@ class Score:
             self.units += 1
             self.units_kept += kept
             self.units_declared += declared and not kept
+            self.units_declared_by_range += how == "range" and not kept
         else:
             self.obligations += 1
             self.obligations_kept += kept
@@ -291,7 +299,7 @@ def score(wf: LabelledWorkflow, version: Version, into: Score) -> None:
         if label.seq > version.covers_to_seq:
             continue
         kept = _present(label.text, text) if label.kind == "unit" else _obligation_kept(label, text)
-        into.add(label, kept, not kept and _declared(label, label.text, manifest))
+        into.add(label, kept, "" if kept else _declared(label, label.text, manifest))
 
 
 @dataclass
@@ -310,6 +318,7 @@ class Totals:
             "units": s.units,
             "units_kept": _ratio(s.units_kept, s.units),
             "units_declared": _ratio(s.units_declared, s.units),
+            "units_declared_by_range": _ratio(s.units_declared_by_range, s.units),
             "units_kept_or_declared": _ratio(s.units_kept + s.units_declared, s.units),
             "silent_loss": _ratio(s.units - s.units_kept - s.units_declared, s.units),
             "obligations": s.obligations,
@@ -578,7 +587,7 @@ def check_targets(size: dict[str, Any]) -> dict[str, dict[str, Any]]:
     val = size["validator"]
     measured = {
         "compression_min": ours["compression"],
-        "obligations_kept_min": ours["obligations_kept_or_declared"],
+        "obligations_kept_min": ours["obligations_kept"],
         "units_kept_or_declared_min": ours["units_kept_or_declared"],
         "silent_loss_max": ours["silent_loss"],
         "versions_over_budget_max": ours["versions_over_budget"],
@@ -632,13 +641,15 @@ def table(result: dict[str, Any]) -> str:
         f"corpus: {result['events']:,} events in {result['workflows']} workflow(s) of {len(result['genres'])} "
         f"genres, {result['versions_per_workflow']} versions each, budget = source / {result['compression_asked']}",
         "",
-        "| compactor | obligations kept | units kept | units declared | silent loss | compression | versions over budget |",
-        "|---|---|---|---|---|---|---|",
+        "| compactor | obligations kept | units kept | units declared | silent loss | compression | versions over budget "
+        "| declared by seq range only |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, row in result["compactors"].items():
         lines.append(
             f"| {name} | {pct(row['obligations_kept'])} | {pct(row['units_kept'])} | {pct(row['units_declared'])} "
-            f"| {pct(row['silent_loss'])} | {row['compression']}× | {row['versions_over_budget']}/{row['versions']} |"
+            f"| {pct(row['silent_loss'])} | {row['compression']}× | {row['versions_over_budget']}/{row['versions']} "
+            f"| {pct(row['units_declared_by_range'])} |"
         )
     v = result["validator"]
     lines += [

@@ -84,6 +84,11 @@ class _Item:
     order: int = 0  # fill order (priority first)
     pos: int = 0  # position in the source: lines of one seq keep their sentence order
     kept: bool = False
+    also: list[int] = field(default_factory=list)  # other seqs that stated the same text
+
+    @property
+    def seqs(self) -> list[int]:
+        return [self.seq, *self.also]
 
     @property
     def head(self) -> str:
@@ -312,13 +317,22 @@ class ExtractiveCompactorV3(Compactor):
 
     @staticmethod
     def _dedupe(items: list[_Item]) -> list[_Item]:
-        """One candidate per (priority group, seq, text): a carried line and a re-read one merge."""
+        """One candidate per fact key and per text (a unit, a sentence stated again by a later event
+        or carried from the previous summary): kept once it is in the summary for every seq that
+        stated it, dropped it is declared for each of them."""
         seen: dict[tuple[Any, ...], _Item] = {}
         for item in items:
-            key = (
-                ("fact", item.fact["key"]) if item.fact is not None else (item.priority, item.seq, item.text)
-            )
-            seen.setdefault(key, item)
+            if item.fact is not None:
+                key: tuple[Any, ...] = ("fact", item.fact["key"])
+            elif item.priority in (REQ_UNIT, UNIT):
+                key = ("unit", item.text)
+            else:
+                key = (item.priority, item.text)
+            first = seen.setdefault(key, item)
+            if first is not item:
+                first.priority = min(first.priority, item.priority)
+                if item.seq not in first.seqs:
+                    first.also.append(item.seq)
         return list(seen.values())
 
     def _cost(self, item: _Item) -> int:
@@ -406,18 +420,20 @@ class ExtractiveCompactorV3(Compactor):
         entries = [e for e in entries if e.get("kind") != "narrative"]
         for item in dropped:
             if item.priority == NARRATIVE:
-                narrative_seqs.add(item.seq)
+                narrative_seqs.update(item.seqs)
             elif item.priority in (REQ_UNIT, UNIT) and item.fact is None:
-                units_by_seq.setdefault(item.seq, {})[item.text] = None
+                for seq in item.seqs:
+                    units_by_seq.setdefault(seq, {})[item.text] = None
             else:
-                entries.append(
+                entries += [
                     {
-                        "seq": item.seq,
+                        "seq": seq,
                         "kind": _MANIFEST_KIND[item.priority],
                         "text": self._manifest_text(item) if level == 0 else "",
                         "units": list(item.units),
                     }
-                )
+                    for seq in item.seqs
+                ]
         for seq, units in units_by_seq.items():
             existing = next(
                 (e for e in entries if e["kind"] == "unit" and e["seq"] == seq and not e["text"]), None
