@@ -26,6 +26,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from memoryhub.core import salient
+
 if TYPE_CHECKING:  # types only: the compaction package imports this module at run time
     from memoryhub.compaction.types import SourceEvent
 
@@ -40,7 +42,10 @@ COMMANDS = "commands"
 TOKEN_CLASSES: tuple[str, ...] = (IDENTIFIERS, PATHS, URLS, NUMBERS, STATUS_CODES, COMMANDS)
 MANDATORY_EVENTS = "mandatory_events"
 FACTS = "facts"
-RETENTION_CLASSES: tuple[str, ...] = (*TOKEN_CLASSES, MANDATORY_EVENTS)
+OBLIGATIONS = "obligations"
+UNIT_KINDS: tuple[str, ...] = salient.KINDS
+UNIT_CLASSES: tuple[str, ...] = tuple(f"unit_{kind}" for kind in UNIT_KINDS)
+RETENTION_CLASSES: tuple[str, ...] = (*TOKEN_CLASSES, MANDATORY_EVENTS, *UNIT_CLASSES, OBLIGATIONS)
 CLASS_LABELS = {
     IDENTIFIERS: "Identifiers",
     PATHS: "File paths",
@@ -50,6 +55,8 @@ CLASS_LABELS = {
     COMMANDS: "Quoted commands",
     MANDATORY_EVENTS: "Requirement / approval / decision events",
     FACTS: "Structured facts",
+    OBLIGATIONS: "Obligation sentences (must / never / decided / approved / open)",
+    **{f"unit_{kind}": f"Units: {kind}" for kind in salient.KINDS},
 }
 MANDATORY_EVENT_KINDS = frozenset({"requirement", "approval", "decision"})
 
@@ -61,7 +68,9 @@ _EXT = (
 _PATH = re.compile(
     r"(?<![\w/.:-])(?:"
     r"(?:~|\.{1,2})?/[\w.@{}-]+(?:/[\w.@{}-]+)*/?"  # /abs/path, ./rel, ~/x, /payments/{id}
-    r"|[\w.@-]+(?:/[\w.@{}-]+)+\." + _EXT + r"\b"  # src/app/main.py
+    # (not restarted after an "@" inside a word: that start was tried from the word's beginning,
+    # and retrying at every "@" of a 60,000-char token was quadratic)
+    r"|(?<![\w.@-]@)[\w.@-]+(?:/[\w.@{}-]+)+\." + _EXT + r"\b"  # src/app/main.py
     r"|[\w-]+(?:\.[\w-]+)*\." + _EXT + r"\b"  # payments-openapi.yaml
     r")"
 )
@@ -99,7 +108,9 @@ _COMMAND = re.compile(r"`([^`\n]{2,200})`|(?m:^\s*\$ ([^\n]{2,200})$)")
 _WORD = re.compile(r"[\w@{}-]+(?:[./:+][\w@{}-]+)*")  # whole words: a/b.py, payments:write
 _PART = re.compile(r"[\w@{}-]+(?:\.[\w@{}-]+)*")  # their parts: a, b.py, payments, write
 _DIGIT = re.compile(r"\d")
-_TRUNCATED = re.compile(r"[\w./{}:-]+…")  # a token cut by a length cap is no claim
+# A token cut by a length cap is no claim. Matched from a token's start only (the lookbehind):
+# retried at every position of a long token it was quadratic.
+_TRUNCATED = re.compile(r"(?<![\w./{}:-])[\w./{}:-]+…")
 _WS = re.compile(r"\s+")
 
 
@@ -418,9 +429,11 @@ def measure(index: SourceIndex, content: Any, *, up_to: int | None = None) -> Qu
 
 # -- policy settings --------------------------------------------------------------------------------
 
-RULES_5, RULES_6 = "rules-5", "rules-6"
-VALIDATOR_VERSIONS = (RULES_5, RULES_6)
-DEFAULT_VALIDATOR = RULES_6
+RULES_5, RULES_6, RULES_7 = "rules-5", "rules-6", "rules-7"
+VALIDATOR_VERSIONS = (RULES_5, RULES_6, RULES_7)
+# rules-7 (memoryhub.core.verdicts over memoryhub.core.salient) judges any text; rules-6 stays
+# runnable so outcomes it recorded reproduce.
+DEFAULT_VALIDATOR = RULES_7
 # A status code or a requirement lost is a contract lost (S3's 401): no slack by default.
 DEFAULT_FLOORS: dict[str, float] = {
     IDENTIFIERS: 0.9,
@@ -430,6 +443,10 @@ DEFAULT_FLOORS: dict[str, float] = {
     STATUS_CODES: 1.0,
     COMMANDS: 0.9,
     MANDATORY_EVENTS: 1.0,
+    # rules-7: per salient-unit kind, the share kept or declared dropped (silent losses ≤ 2%),
+    # and every obligation sentence kept or declared.
+    **{f"unit_{kind}": 0.98 for kind in UNIT_KINDS},
+    OBLIGATIONS: 1.0,
 }
 DEFAULT_MAX_FABRICATED = 0
 

@@ -79,23 +79,39 @@ _CACHE_CHARS = 20_000
 # CJK runs are their own chunks (Japanese has no spaces): "30秒以内に5回" → 30 | 秒以内 | に | 5 | 回.
 _CJK = r"\p{Han}\p{Katakana}ー々"
 _CHUNK = regex.compile(
-    r"[" + _CJK + r"]+|\p{Hiragana}+|[^\s" + _CJK + r"\p{Hiragana}、。，．！？「」『』（）【】：；]+"
+    r"["
+    + _CJK
+    + r"]+|\p{Hiragana}+|[^\s"
+    + _CJK
+    + r"\p{Hiragana}、。，．！？「」『』（）【】：；()\[\]<>=;\"|]+"
 )
 _LEAD = "([{<\"'“”„‘’«»*‚「『（【"
 _TRAIL = ")]}>\"'“”‘’»,;:!?*…」』）】"
 
 
-def _chunks(text: str) -> list[tuple[str, int, int]]:
-    out = []
+def chunks(text: str) -> list[tuple[str, int, int]]:
+    """Whitespace/script-separated chunks of ``text`` with edge punctuation trimmed: (text, start, end).
+
+    Brackets, ``=``, ``;``, ``|`` and double quotes separate chunks (``GatewayError(GATEWAY_TIMEOUT)``,
+    table cells, JSON); so does ``::`` (``tests/test_x.py::test_y`` is a file and a test)."""
+    out: list[tuple[str, int, int]] = []
     for m in _CHUNK.finditer(text):
         s, e = m.span()
-        while s < e and text[s] in _LEAD:
-            s += 1
-        while e > s and (text[e - 1] in _TRAIL or text[e - 1] == "."):
-            e -= 1  # a sentence's full stop is not part of "4471-2290-18." ("14." is kept below)
-        if s < e:
-            out.append((text[s:e], s, e))
+        while s < e:
+            cut = text.find("::", s, e)
+            end = e if cut < 0 else cut
+            _trim_into(out, text, s, end)
+            s = end + 2
     return out
+
+
+def _trim_into(out: list[tuple[str, int, int]], text: str, s: int, e: int) -> None:
+    while s < e and text[s] in _LEAD:
+        s += 1
+    while e > s and (text[e - 1] in _TRAIL or text[e - 1] == "."):
+        e -= 1  # a sentence's full stop is not part of "4471-2290-18." ("14." is kept below)
+    if s < e:
+        out.append((text[s:e], s, e))
 
 
 # -- numbers --------------------------------------------------------------------------------------
@@ -253,7 +269,7 @@ _EMAIL = re.compile(r"\A[\w.+-]+@[\w-]+(?:\.[\w-]+)+\Z")
 _ISO_DATE = re.compile(
     r"\A(?P<d>\d{4}-\d{2}-\d{2})(?:[T ](?P<t>\d{2}:\d{2})(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\Z"
 )
-_TIME = re.compile(r"\A(\d{1,2}):(\d{2})(?::\d{2})?\Z")
+_TIME = re.compile(r"\A(\d{1,2}):(\d{2})(?::\d{2})?Z?\Z")
 _EPOCH = re.compile(r"\A1\d{9}(?:\d{3})?\Z")
 _EXT = (
     r"py|pyi|ya?ml|json|jsonl|md|rst|txt|toml|ini|cfg|conf|ts|tsx|js|jsx|mjs|go|rs|java|kt|rb|php|"
@@ -275,7 +291,7 @@ _HEADER = re.compile(r"\A[A-Z][a-z]+(?:-[A-Z][a-z]+)+\Z")
 _ACRONYM = re.compile(r"\A[A-Z]{2,10}\Z")
 _UPPER_JOINED = re.compile(r"\A[A-Z0-9]{2,}(?:[-_][A-Z0-9]+)+\Z")
 _QUOTED = re.compile(
-    r"\"([^\"\n]{3,160})\"(?!\s*:)|“([^”\n]{3,160})”|„([^“”\n]{3,160})[“”]|「([^」\n]{1,160})」"
+    r"\"(?![\s:,])([^\"\n]{3,160})(?<![\s,])\"(?!\s*:)|“([^”\n]{3,160})”|„([^“”\n]{3,160})[“”]|「([^」\n]{1,160})」"
     r"|`([^`\n]{2,200})`|(?<!\w)'([^'\n]{3,160})'(?!\w)"
 )
 _WS = re.compile(r"\s+")
@@ -675,40 +691,40 @@ def units(text: str) -> list[Unit]:
 
 
 def _units(text: str) -> list[Unit]:
-    chunks = _chunks(text)
+    parts = chunks(text)
     german = _is_german(text)
     starts = {s for s, _ in sentences(text)}
     found: list[Unit] = []
-    i, n = 0, len(chunks)
+    i, n = 0, len(parts)
 
     def gap(a: int, b: int) -> str:  # the text between chunk a and chunk b
-        return text[chunks[a][2] : chunks[b][1]]
+        return text[parts[a][2] : parts[b][1]]
 
     def near(a: int) -> bool:  # chunk a+1 follows chunk a after at most one space
         return a + 1 < n and gap(a, a + 1) in ("", " ", "\u00a0", "\u202f")
 
     def add(kind: str, norm: str, a: int, b: int) -> None:
-        s, e = chunks[a][1], chunks[b][2]
+        s, e = parts[a][1], parts[b][2]
         found.append(Unit(text[s:e], kind, norm, s, e))
 
     while i < n:
-        chunk, s, e = chunks[i]
-        nxt = chunks[i + 1][0] if i + 1 < n else ""
+        chunk, s, e = parts[i]
+        nxt = parts[i + 1][0] if i + 1 < n else ""
         # Japanese dates: [2026年]4月14日
         if chunk.isdigit() and near(i) and nxt.startswith(("年", "月")):
             year = month = day = None
             j = i
             if nxt.startswith("年") and len(chunk) == 4:
                 year, j = int(chunk), i + 2
-            if j + 1 < n and chunks[j][0].isdigit() and chunks[j + 1][0].startswith("月"):
-                month = int(chunks[j][0])
-                if j + 3 < n and chunks[j + 2][0].isdigit() and chunks[j + 3][0].startswith("日"):
-                    day = int(chunks[j + 2][0])
+            if j + 1 < n and parts[j][0].isdigit() and parts[j + 1][0].startswith("月"):
+                month = int(parts[j][0])
+                if j + 3 < n and parts[j + 2][0].isdigit() and parts[j + 3][0].startswith("日"):
+                    day = int(parts[j + 2][0])
                     if 1 <= month <= 12 and 1 <= day <= 31:
                         add("date", _date_norm(year, month, day), i, j + 3)
                         i = j + 4
                         continue
-        # 12 500 (a space as thousands separator): the two chunks become one
+        # 12 500 (a space as thousands separator): the two parts become one
         if (
             chunk.isdigit()
             and len(chunk) <= 3
@@ -717,11 +733,11 @@ def _units(text: str) -> list[Unit]:
             and gap(i, i + 1)
             and _THOUSANDS_TAIL.match(nxt)
         ):
-            e = chunks[i + 1][2]
+            e = parts[i + 1][2]
             chunk = text[s:e]
             i += 1
-            chunks[i] = (chunk, s, e)
-            nxt = chunks[i + 1][0] if i + 1 < n else ""
+            parts[i] = (chunk, s, e)
+            nxt = parts[i + 1][0] if i + 1 < n else ""
         # dates with month names: 14. April [2026] | 25 March | March 3rd[, 2026]
         day = _day(chunk)
         if (
@@ -731,7 +747,7 @@ def _units(text: str) -> list[Unit]:
         ):
             month = _MONTHS[nxt.lower().rstrip(".,")]
             j = i + 1
-            year = _year(chunks[j + 1][0]) if j + 1 < n and near(j) else None
+            year = _year(parts[j + 1][0]) if j + 1 < n and near(j) else None
             add("date", _date_norm(year, month, day), i, j + 1 if year else j)
             i = j + (2 if year else 1)
             continue
@@ -739,7 +755,7 @@ def _units(text: str) -> list[Unit]:
             month, day2 = _MONTHS[chunk.lower().rstrip(".")], _day(nxt.rstrip(","))
             assert day2 is not None
             j = i + 1
-            year = _year(chunks[j + 1][0]) if j + 1 < n and gap(j, j + 1).strip(", ") == "" else None
+            year = _year(parts[j + 1][0]) if j + 1 < n and gap(j, j + 1).strip(", ") == "" else None
             add("date", _date_norm(year, month, day2), i, j + 1 if year else j)
             i = j + (2 if year else 1)
             continue
@@ -759,13 +775,13 @@ def _units(text: str) -> list[Unit]:
                 add("money", f"{_CURRENCY_SYMBOLS[nxt]} {value}", i, i + 1)
                 i += 2
                 continue
-            if i > 0 and chunks[i - 1][0] in _CURRENCY_CODES and gap(i - 1, i) in (" ", "\u00a0"):
+            if i > 0 and parts[i - 1][0] in _CURRENCY_CODES and gap(i - 1, i) in (" ", "\u00a0"):
                 found.append(
                     Unit(
-                        text[chunks[i - 1][1] : e],
+                        text[parts[i - 1][1] : e],
                         "money",
-                        f"{chunks[i - 1][0]} {value}",
-                        chunks[i - 1][1],
+                        f"{parts[i - 1][0]} {value}",
+                        parts[i - 1][1],
                         e,
                     )
                 )
@@ -779,7 +795,7 @@ def _units(text: str) -> list[Unit]:
                 else:
                     counter = next((c for c in _CJK_COUNTERS if nxt.startswith(c)), None)
                     if counter and not nxt.isascii():
-                        u_end = chunks[i + 1][1] + len(counter)
+                        u_end = parts[i + 1][1] + len(counter)
                         found.append(Unit(text[s:u_end], "quantity", f"{value} {unit}", s, u_end))
                     else:
                         add("quantity", f"{value} {unit}", i, i + 1)
@@ -805,11 +821,11 @@ def _units(text: str) -> list[Unit]:
                 while (
                     j + 1 < n
                     and near(j)
-                    and _capitalised(chunks[j + 1][0])
-                    and chunks[j + 1][0].lower() not in _NOT_NAMES
+                    and _capitalised(parts[j + 1][0])
+                    and parts[j + 1][0].lower() not in _NOT_NAMES
                 ):
                     j += 1
-                titled = i > 0 and chunks[i - 1][0].lower().rstrip(".") in _TITLES and near(i - 1)
+                titled = i > 0 and parts[i - 1][0].lower().rstrip(".") in _TITLES and near(i - 1)
                 at_start = s in starts
                 if (
                     titled
@@ -817,7 +833,7 @@ def _units(text: str) -> list[Unit]:
                     or (j > i and german and titled)
                     or (j == i and not german and not at_start)
                 ):
-                    add("name", " ".join(c[0] for c in chunks[i : j + 1]), i, j)
+                    add("name", " ".join(c[0] for c in parts[i : j + 1]), i, j)
                 i = j + 1
                 continue
             i += 1
@@ -994,6 +1010,8 @@ def values(found: list[Unit]) -> set[str]:
         out.add(u.norm)
         if u.kind in ("money", "quantity"):
             out.add(u.norm.split(" ")[1] if u.kind == "money" else u.norm.split(" ")[0])
+        if u.kind == "date" and "T" in u.norm:
+            out.update(u.norm.split("T"))
     return out
 
 
@@ -1004,8 +1022,16 @@ def contains(haystack_units: list[Unit], haystack_text: str, unit: Unit) -> bool
         return True
     if unit.kind == "number":
         return unit.norm in values(haystack_units)
+    if unit.kind == "date" and "T" in unit.norm:  # 2026-03-14T09:12 kept as "2026-03-14 at 09:12:44Z"
+        day, hhmm = unit.norm.split("T")
+        return day in values(haystack_units) and hhmm in haystack_text
     if unit.kind in ("money", "quantity", "date", "time"):
         return False
+    if unit.kind == "path" and any(
+        u.kind == "path" and (unit.text.endswith("/" + u.text) or u.text.endswith("/" + unit.text))
+        for u in haystack_units
+    ):
+        return True  # a/payments/retry.py (diff header) kept as payments/retry.py
     if unit.kind == "path" and ":" in unit.text:  # refunds.py:142 kept as "refunds.py line 142"
         file, _, line = unit.text.partition(":")
         return file in haystack_text and line.split(":")[0] in values(haystack_units)

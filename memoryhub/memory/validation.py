@@ -10,7 +10,15 @@ Two rule sets exist and both stay runnable so a recorded outcome can be reproduc
   codes and commands of the covered events, kept per class above the policy's floors),
   ``mandatory_events`` (requirement/approval/decision events not superseded later) and
   ``fabricated`` (salient tokens that appear in no covered event or prior summary). See
-  ``memoryhub.core.quality``. It is the policy default for new compactions.
+  ``memoryhub.core.quality``.
+* ``rules-7`` — rules-5 plus the verdicts of ``memoryhub.core.verdicts`` over the one extractor
+  ``memoryhub.core.salient`` (any text, any language): ``unit_retention`` (every salient unit kept
+  or declared in the ``dropped`` manifest, per kind above the policy's floors), ``obligations``
+  (must/never/decided/approved/open sentences kept with their units and polarity),
+  ``fabricated`` (units no covered event or prior summary states), ``contradictions`` (a value
+  that replaces the source's in the same sentence role, a flipped polarity or decision) and
+  ``declared_drops`` (a warning that lists what the summary says it left out, by seq). It is the
+  policy default for new compactions.
 
 The Django layer stores the outcome as a ValidationRecord and moves the summary to VALIDATED or
 REJECTED; a reviewer may later waive named failed checks with ``apply_waivers``.
@@ -28,17 +36,18 @@ from memoryhub.compaction.secret_scan import find_secrets
 from memoryhub.compaction.tokens import DEFAULT_ENCODING, count_json_tokens, count_tokens
 from memoryhub.compaction.types import SUMMARY_SCHEMA, SourceEvent
 from memoryhub.core import quality as q
+from memoryhub.core import verdicts as v
 from memoryhub.core.canonical import canonical_bytes, sha256_hex
 from memoryhub.core.checks import FAILED, NON_WAIVABLE, WAIVED, check_state
 from memoryhub.core.facts import is_mandatory
 from memoryhub.core.opaque import TEXT_CHECKS, unreadable
-from memoryhub.core.quality import RULES_5, RULES_6, QualitySettings, SourceIndex
+from memoryhub.core.quality import RULES_5, RULES_6, RULES_7, QualitySettings, SourceIndex
 
 # ``validate_summary``'s default when no version is asked for (recorded outcomes reproduce);
 # new compactions take the policy's ``quality.validator`` (rules-6 unless set otherwise).
 VALIDATOR_VERSION = RULES_5
-LATEST_VALIDATOR = RULES_6
-VALIDATOR_VERSIONS = (RULES_5, RULES_6)
+LATEST_VALIDATOR = RULES_7
+VALIDATOR_VERSIONS = (RULES_5, RULES_6, RULES_7)
 SUPPORTED_SCHEMAS = frozenset({SUMMARY_SCHEMA})
 
 CHECK_NAMES = (
@@ -54,12 +63,14 @@ CHECK_NAMES = (
     "content_readable",
 )
 QUALITY_CHECK_NAMES = ("salient_retention", "mandatory_events", "fabricated")
+VERDICT_CHECK_NAMES = ("unit_retention", "obligations", "fabricated", "contradictions", "declared_drops")
 CHECKS_BY_VERSION: dict[str, tuple[str, ...]] = {
     RULES_5: CHECK_NAMES,
     RULES_6: CHECK_NAMES + QUALITY_CHECK_NAMES,
+    RULES_7: CHECK_NAMES + VERDICT_CHECK_NAMES,
 }
 # Content checks that read the text; none of them can run on an opaque (provider-encrypted) summary.
-CONTENT_CHECKS = frozenset(TEXT_CHECKS) | frozenset(QUALITY_CHECK_NAMES)
+CONTENT_CHECKS = frozenset(TEXT_CHECKS) | frozenset(QUALITY_CHECK_NAMES) | frozenset(VERDICT_CHECK_NAMES)
 
 _OPEN = frozenset({"open", "pending"})
 _OPEN_ITEM_KINDS = frozenset({"issue", "approval"})
@@ -113,6 +124,7 @@ def validate_summary(
     quality: Any = None,
     previous_content: Any = None,
     source_index: SourceIndex | None = None,
+    evidence: v.Evidence | None = None,
 ) -> ValidationOutcome:
     """Run every rule of ``version`` on a candidate's stored bytes.
 
@@ -158,6 +170,7 @@ def validate_summary(
     add("secret_scan", _secrets(content, content_bytes), "no credentials found")
 
     report = None
+    quality_dict: dict[str, Any] | None = None
     if version == RULES_6:
         settings = QualitySettings.of(quality)
         index = source_index or q.build_index(covered, previous_content)
@@ -188,13 +201,36 @@ def validate_summary(
         checks[-3]["retention"] = numbers["retention"]
         checks[-1]["fabricated"] = numbers["fabricated"]
 
+    if version == RULES_7:
+        verdict = v.judge(
+            evidence or v.build_evidence(covered, previous_content),
+            content if isinstance(content, dict) else {},
+        )
+        report_7 = verdict.to_dict()
+        settings = QualitySettings.of(quality)
+        for name, problems, ok_detail in v.all_checks(
+            verdict, content, settings.floors, settings.max_fabricated
+        ):
+            add(name, problems, ok_detail)
+        checks[-5]["retention"] = report_7["units"]
+        checks[-4]["obligations"] = report_7["obligations"]
+        checks[-3]["fabricated"] = report_7["fabricated"]
+        checks[-2]["contradictions"] = report_7["contradictions"]
+        declared = v.declared_list(verdict, content)
+        checks[-1]["dropped"] = declared
+        if declared and checks[-1]["passed"]:
+            checks[-1]["warning"] = True
+        quality_dict = report_7
+
     unread = unreadable(content)
     add("content_readable", [unread] if unread else [], "content is readable text")
     if unread:
         # Opaque content: report only what could be checked, and say the rest is unverifiable.
         checks = [c for c in checks if c["name"] not in CONTENT_CHECKS]
         coverage = 0.0
-    return judged(version, checks, coverage, quality=report.to_dict() if report else None)
+    if report is not None:
+        quality_dict = report.to_dict()
+    return judged(version, checks, coverage, quality=quality_dict)
 
 
 def judged(

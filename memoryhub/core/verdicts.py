@@ -1,0 +1,654 @@
+"""rules-7 verdicts on a summary (pure Python, no Django): what it kept, dropped, invented or changed.
+
+Everything here reads text through ``memoryhub.core.salient`` (one extractor for any text), so a
+verdict does not depend on the shapes one generator emits:
+
+* **units** — every salient unit of the covered events is *kept* (the summary states it),
+  *declared* (the summary's ``dropped`` manifest names it under its source seq) or *lost* silently.
+* **obligations** — every sentence that obliges, forbids, decides, approves, prefers or leaves
+  something open is kept when the summary keeps its units (or most of its words) in a sentence of
+  the same polarity and the same decision outcome; a "never" that became an "always" is a
+  contradiction, not a keep.
+* **fabricated** — a unit of the summary that no covered event nor the prior summary states.
+* **contradictions** — a summary sentence that, beside values it shares with a source sentence,
+  states a different value of the same sort (order number, amount, date, carrier) where the source
+  had another, a flipped polarity or a reversed decision: reported with both values.
+
+Opaque content (provider-encrypted) is not judged here: callers show "unknown".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memoryhub.core import salient
+from memoryhub.core.salient import Obligation, Unit
+
+if TYPE_CHECKING:  # types only
+    from memoryhub.compaction.types import SourceEvent
+
+DROPPED_KEY = "dropped"
+DROP_KINDS = ("obligation", "decision", "open_item", "unit", "narrative")
+# Sorts of value that may replace one another in the same sentence role.
+SORTS: dict[str, str] = {
+    "number": "value",
+    "money": "money",
+    "quantity": "value",
+    "date": "when",
+    "time": "when",
+    "identifier": "id",
+    "path": "id",
+    "symbol": "id",
+    "url": "where",
+    "email": "where",
+    "name": "name",
+    "quoted": "quoted",
+}
+# Decision outcomes that reverse one another (a decision "replacement" must not become "refund").
+OUTCOME_PAIRS: tuple[tuple[str, str], ...] = (
+    ("replacement", "refund"),
+    ("approved", "rejected"),
+    ("approve", "reject"),
+    ("accepted", "declined"),
+    ("accept", "decline"),
+    ("enable", "disable"),
+    ("enabled", "disabled"),
+    ("keep", "remove"),
+    ("allow", "deny"),
+    ("allowed", "denied"),
+    ("merge", "revert"),
+    ("ship", "hold"),
+    ("always", "never"),
+    ("genehmigt", "abgelehnt"),
+    ("erstattung", "ersatz"),
+    ("承認", "却下"),
+    ("返金", "交換"),
+)
+_OPPOSITE = {a: b for a, b in OUTCOME_PAIRS} | {b: a for a, b in OUTCOME_PAIRS}
+_TOOL_ROLES = frozenset({"tool"})
+_TOOL_KINDS = frozenset({"tool_result", "tool_output", "observation"})
+_MAX_LISTED = 10
+
+
+# -- the summary's own text and its manifest -----------------------------------------------------
+
+_ENUM_KEYS = frozenset({"kind", "state", "schema"})
+
+
+def _strings(value: Any, key: str = "") -> Iterable[str]:
+    if isinstance(value, str):
+        if key not in _ENUM_KEYS:
+            yield value
+    elif isinstance(value, Mapping):
+        for k, item in value.items():
+            if k != DROPPED_KEY:
+                yield from _strings(item, str(k))
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item, key)
+
+
+def claim_text(content: Any) -> str:
+    """What a summary claims: every string of its content except enums and the ``dropped``
+    manifest (a dropped unit is declared, not kept)."""
+    return "\n".join(_strings(content))
+
+
+@dataclass(frozen=True)
+class Drop:
+    seq: int
+    kind: str
+    text: str
+    units: tuple[str, ...]
+
+    def names(self, unit_text: str, norm: str) -> bool:
+        return unit_text in self.units or norm in self.units or (bool(unit_text) and unit_text in self.text)
+
+
+def manifest(content: Any) -> list[Drop]:
+    """The summary's ``dropped`` manifest (malformed entries are ignored here; the schema check
+    reports them)."""
+    raw = content.get(DROPPED_KEY) if isinstance(content, Mapping) else None
+    drops = []
+    for entry in raw if isinstance(raw, list) else []:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("seq"), int):
+            continue
+        units = entry.get("units")
+        drops.append(
+            Drop(
+                seq=entry["seq"],
+                kind=str(entry.get("kind", "")),
+                text=str(entry.get("text", "")),
+                units=tuple(u for u in units if isinstance(u, str)) if isinstance(units, list) else (),
+            )
+        )
+    return drops
+
+
+def manifest_errors(content: Any) -> list[str]:
+    """What is wrong with a ``dropped`` manifest's shape (absent is fine)."""
+    if not isinstance(content, Mapping) or DROPPED_KEY not in content:
+        return []
+    raw = content[DROPPED_KEY]
+    if not isinstance(raw, list):
+        return ["dropped must be a list of {seq, kind, text, units}"]
+    errors = []
+    for i, entry in enumerate(raw):
+        where = f"dropped[{i}]"
+        if not isinstance(entry, Mapping):
+            errors.append(f"{where} must be an object")
+            continue
+        if not isinstance(entry.get("seq"), int) or isinstance(entry.get("seq"), bool):
+            errors.append(f"{where}.seq must be an integer")
+        if entry.get("kind") not in DROP_KINDS:
+            errors.append(f"{where}.kind must be one of {', '.join(DROP_KINDS)}")
+        if not isinstance(entry.get("text", ""), str):
+            errors.append(f"{where}.text must be a string")
+        units = entry.get("units", [])
+        if not isinstance(units, list) or not all(isinstance(u, str) for u in units):
+            errors.append(f"{where}.units must be a list of strings")
+    return errors
+
+
+# -- the evidence: covered events and the prior summary --------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceSentence:
+    seq: int
+    text: str
+    units: tuple[Unit, ...]
+    words: frozenset[str]
+
+
+@dataclass
+class Evidence:
+    """Salient units (first seq per value), obligations and sentences of the covered events."""
+
+    units: dict[tuple[str, str], tuple[int, Unit]] = field(default_factory=dict)
+    seqs_of: dict[tuple[str, str], set[int]] = field(default_factory=dict)
+    obligations: list[tuple[int, Obligation]] = field(default_factory=list)
+    sentences: list[SourceSentence] = field(default_factory=list)
+    known_units: list[Unit] = field(default_factory=list)  # events + prior summary + facts
+    known_text: str = ""
+    known_chunks: set[str] = field(default_factory=set)
+    max_seq: int = 0
+
+    def grounded(self, unit: Unit) -> bool:
+        """Whether a covered event or the prior summary states ``unit``."""
+        if unit.text in self.known_chunks or unit.norm in self._norms:
+            return True
+        if salient.contains(self.known_units, self.known_text, unit):
+            return True
+        # p50/p99/error: a slash-joined shorthand of grounded parts invents nothing
+        parts = [p for p in unit.text.split("/") if p]
+        return len(parts) > 1 and all(p in self.known_chunks for p in parts)
+
+    @property
+    def _norms(self) -> set[str]:
+        cached = self.__dict__.get("_norm_cache")
+        if cached is None:
+            cached = salient.values(self.known_units)
+            self.__dict__["_norm_cache"] = cached
+        return cached
+
+
+def _words(text: str) -> frozenset[str]:
+    """Distinctive words: Latin words of 4+ letters, CJK runs of 2+ characters (lower-cased)."""
+    out = set()
+    for chunk, _, _ in salient.chunks(text):
+        w = chunk.lower()
+        if w.isalpha() and len(w) >= (4 if w.isascii() else 2) and w not in _STOP:
+            out.add(w)
+    return frozenset(out)
+
+
+_STOP = frozenset(
+    [
+        "that",
+        "this",
+        "with",
+        "from",
+        "have",
+        "will",
+        "when",
+        "then",
+        "than",
+        "they",
+        "their",
+        "there",
+        "were",
+        "been",
+        "into",
+        "each",
+        "also",
+        "such",
+        "over",
+        "under",
+        "after",
+        "before",
+        "while",
+        "about",
+        "which",
+        "would",
+        "could",
+        "should",
+        "shall",
+        "other",
+        "those",
+        "these",
+        "what",
+        "where",
+        "some",
+        "more",
+        "most",
+        "very",
+        "just",
+        "like",
+        "does",
+        "done",
+        "make",
+        "made",
+        "must",
+        "never",
+        "only",
+        "until",
+        "always",
+        "need",
+        "needs",
+        "required",
+        "ensure",
+        "please",
+        "muss",
+        "darf",
+        "nicht",
+        "nur",
+        "bitte",
+        "werden",
+        "wird",
+        "sind",
+        "oder",
+        "eine",
+        "einer",
+        "einem",
+        "einen",
+        "kein",
+        "keine",
+    ]
+)
+
+
+def build_evidence(events: Iterable[SourceEvent], prior_content: Any = None) -> Evidence:
+    """Index the covered events (purged ones contribute nothing) and the prior summary."""
+    ev = Evidence()
+    texts = []
+    for event in sorted(events, key=lambda e: e.seq):
+        ev.max_seq = max(ev.max_seq, event.seq)
+        if event.purged:
+            continue
+        text = "\n".join(p for p in [event.content, *event.refs] if p)
+        facts_text = "\n".join(f"{f.get('key', '')} {f.get('text', '')}" for f in event.facts)
+        found = salient.units(text)
+        for u in found:
+            key = (u.kind, u.norm)
+            ev.units.setdefault(key, (event.seq, u))
+            ev.seqs_of.setdefault(key, set()).add(event.seq)
+        ev.known_units += found + salient.units(facts_text)
+        texts += [text, facts_text]
+        for s, e in salient.sentences(text):
+            inside = tuple(u for u in found if s <= u.start and u.end <= e)
+            ev.sentences.append(SourceSentence(event.seq, text[s:e], inside, _words(text[s:e])))
+        if event.role not in _TOOL_ROLES and event.kind not in _TOOL_KINDS:
+            seen = {o.sentence for _, o in ev.obligations}
+            ev.obligations += [(event.seq, o) for o in salient.obligations(text) if o.sentence not in seen]
+        texts.append(" ".join(w for w in (event.agent, event.role, event.kind, event.tool_call_id) if w))
+    if prior_content is not None:
+        prior = claim_text(prior_content)
+        ev.known_units += salient.units(prior)
+        texts.append(prior)
+    ev.known_text = "\n".join(texts)
+    ev.known_chunks = {c for c, _, _ in salient.chunks(ev.known_text)}
+    return ev
+
+
+# -- the verdict ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UnitVerdict:
+    seq: int
+    unit: Unit
+    state: str  # kept | declared | lost
+
+
+@dataclass(frozen=True)
+class ObligationVerdict:
+    seq: int
+    obligation: Obligation
+    state: str  # kept | declared | lost | contradicted
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Contradiction:
+    seq: int  # the source sentence's seq
+    was: str  # the grounded value (or wording)
+    now: str  # what the summary states instead
+    sentence: str  # the summary sentence
+
+
+@dataclass
+class Verdict:
+    units: list[UnitVerdict]
+    obligations: list[ObligationVerdict]
+    fabricated: list[Unit]
+    contradictions: list[Contradiction]
+
+    def by_kind(self) -> dict[str, dict[str, Any]]:
+        """Per unit kind: total, kept, declared, lost (with the lost values listed)."""
+        out: dict[str, dict[str, Any]] = {}
+        for v in self.units:
+            row = out.setdefault(
+                v.unit.kind, {"total": 0, "kept": 0, "declared": 0, "lost": 0, "missing": []}
+            )
+            row["total"] += 1
+            row[v.state] += 1
+            if v.state == "lost":
+                row["missing"].append(f"{v.unit.text} (seq {v.seq})")
+        return out
+
+    def silent_losses(self) -> list[UnitVerdict]:
+        return [v for v in self.units if v.state == "lost"]
+
+    def to_dict(self) -> dict[str, Any]:
+        kinds = self.by_kind()
+        return {
+            "units": {
+                k: {
+                    **{n: r[n] for n in ("total", "kept", "declared", "lost")},
+                    "ratio": round((r["kept"] + r["declared"]) / r["total"], 4) if r["total"] else None,
+                    "missing": r["missing"][:_MAX_LISTED],
+                }
+                for k, r in sorted(kinds.items())
+            },
+            "obligations": [
+                {"seq": o.seq, "state": o.state, "sentence": o.obligation.sentence[:200], "why": o.why}
+                for o in self.obligations
+                if o.state != "kept"
+            ][:_MAX_LISTED],
+            "obligations_total": len(self.obligations),
+            "obligations_kept": sum(1 for o in self.obligations if o.state == "kept"),
+            "fabricated": [{"kind": u.kind, "token": u.text} for u in self.fabricated[:_MAX_LISTED]],
+            "fabricated_count": len(self.fabricated),
+            "contradictions": [
+                {"seq": c.seq, "was": c.was, "now": c.now, "sentence": c.sentence[:200]}
+                for c in self.contradictions[:_MAX_LISTED]
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class _SummarySentence:
+    text: str
+    units: tuple[Unit, ...]
+    words: frozenset[str]
+    polarity: str
+
+
+def judge(evidence: Evidence, content: Any, *, up_to: int | None = None) -> Verdict:
+    """Judge ``content`` against ``evidence`` (``up_to``: only source seqs ≤ it are owed)."""
+    text = claim_text(content)
+    found = salient.units(text)
+    drops = manifest(content)
+    summary_sentences = [
+        _SummarySentence(
+            text[s:e],
+            tuple(u for u in found if s <= u.start and u.end <= e),
+            _words(text[s:e]),
+            salient.polarity(text[s:e]),
+        )
+        for s, e in salient.sentences(text)
+    ]
+
+    def declared(seqs: Iterable[int], unit_text: str, norm: str) -> bool:
+        seq_set = set(seqs)
+        return any(d.seq in seq_set and d.names(unit_text, norm) for d in drops)
+
+    unit_verdicts = []
+    for key, (seq, unit) in sorted(evidence.units.items(), key=lambda kv: (kv[1][0], kv[1][1].start)):
+        if up_to is not None and seq > up_to:
+            continue
+        if salient.contains(found, text, unit):
+            state = "kept"
+        elif declared(evidence.seqs_of[key], unit.text, unit.norm):
+            state = "declared"
+        else:
+            state = "lost"
+        unit_verdicts.append(UnitVerdict(seq, unit, state))
+
+    ob_verdicts = []
+    for seq, ob in evidence.obligations:
+        if up_to is not None and seq > up_to:
+            continue
+        ob_verdicts.append(_obligation_verdict(seq, ob, found, text, summary_sentences, drops))
+
+    fabricated = []
+    seen = set()
+    for u in found:
+        if (u.kind, u.norm) in seen or evidence.grounded(u):
+            continue
+        seen.add((u.kind, u.norm))
+        fabricated.append(u)
+    contradictions = _contradictions(evidence, summary_sentences, ob_verdicts)
+    return Verdict(unit_verdicts, ob_verdicts, fabricated, contradictions)
+
+
+def _best_sentence(units: tuple[Unit, ...], words: frozenset[str], sentences: list[_SummarySentence]):
+    """The summary sentence that states most of ``units`` (then most of ``words``)."""
+    best, best_score = None, 0.0
+    norms = {u.norm for u in units}
+    for s in sentences:
+        shared_units = len(
+            norms & {u.norm for u in s.units} | {n for n in norms if n in salient.values(list(s.units))}
+        )
+        score = 2 * shared_units + len(words & s.words) / (len(words) or 1)
+        if score > best_score:
+            best, best_score = s, score
+    return best
+
+
+def _obligation_verdict(seq, ob, found, text, sentences, drops) -> ObligationVerdict:
+    words = _words(ob.sentence)
+    if ob.units:
+        missing = [u for u in ob.units if not salient.contains(found, text, u)]
+        kept_content = not missing
+    else:
+        missing = []
+        best = _best_sentence((), words, sentences)
+        kept_content = bool(best) and (not words or len(words & best.words) >= 0.6 * len(words))
+    if not kept_content:
+        names = [u.text for u in missing]
+        if any(
+            d.seq == seq and (ob.sentence[:40] in d.text or (names and all(d.names(n, n) for n in names)))
+            for d in drops
+        ):
+            return ObligationVerdict(seq, ob, "declared")
+        lost = ", ".join(names) if names else "its wording"
+        near = _best_sentence((), words, sentences)
+        flip = _outcome_flip(ob.sentence, near.text) if near is not None else None
+        also = f"; decision {flip[0]} → {flip[1]}" if flip else ""
+        return ObligationVerdict(seq, ob, "lost", f"lost {lost}{also}")
+    best = _best_sentence(ob.units, words, sentences)
+    if best is not None and best.polarity != ob.polarity:
+        return ObligationVerdict(
+            seq, ob, "contradicted", f"polarity {ob.polarity} → {best.polarity}: {best.text[:120]}"
+        )
+    if best is not None:
+        flip = _outcome_flip(ob.sentence, best.text)
+        if flip:
+            return ObligationVerdict(
+                seq, ob, "contradicted", f"decision {flip[0]} → {flip[1]}: {best.text[:120]}"
+            )
+    return ObligationVerdict(seq, ob, "kept")
+
+
+def _lower_words(text: str) -> set[str]:
+    return {c.lower() for c, _, _ in salient.chunks(text)} | {
+        k for k in _OPPOSITE if not k.isascii() and k in text
+    }
+
+
+def _outcome_flip(source: str, summary: str) -> tuple[str, str] | None:
+    """A decision outcome of ``source`` replaced by its opposite in ``summary``."""
+    src, out = _lower_words(source), _lower_words(summary)
+    for word in src:
+        opposite = _OPPOSITE.get(word)
+        if opposite and opposite not in src and opposite in out and word not in out:
+            return word, opposite
+    return None
+
+
+def _contradictions(evidence: Evidence, sentences: list[_SummarySentence], obs: list[ObligationVerdict]):
+    """Values of a summary sentence that replace, in the same role, a value of the source sentence
+    it restates (the source sentence sharing most values with it, then the rest of its event)."""
+    out = [
+        Contradiction(o.seq, o.obligation.sentence[:120], o.why, o.why.split(": ", 1)[-1])
+        for o in obs
+        if o.state == "contradicted"
+    ]
+    for s in sentences:
+        if not s.units:
+            continue
+        s_norms = {u.norm for u in s.units}
+        s_values = salient.values(list(s.units))
+        best, best_shared = None, 0
+        for src in evidence.sentences:
+            shared = len(s_norms & salient.values(list(src.units)))
+            if shared > best_shared:
+                best, best_shared = src, shared
+        if best is None:
+            continue
+        best_values = salient.values(list(best.units))
+        same_event = [
+            u for src in evidence.sentences if src.seq == best.seq and src is not best for u in src.units
+        ]
+        for u in s.units:
+            if u.norm in best_values or u.text in best.text:
+                continue
+            if evidence.grounded(u) and _at_home(evidence, u, s_norms):
+                continue  # stated elsewhere beside other values of this sentence: a merge, not a swap
+            sort = SORTS.get(u.kind)
+            for pool in (best.units, tuple(same_event)):
+                rivals = [
+                    r
+                    for r in pool
+                    if SORTS.get(r.kind) == sort and r.norm not in s_norms and r.norm not in s_values
+                ]
+                if rivals:
+                    out.append(Contradiction(best.seq, rivals[0].text, u.text, s.text[:200]))
+                    break
+    return out
+
+
+def _at_home(evidence: Evidence, unit: Unit, s_norms: set[str]) -> bool:
+    """Whether a source sentence that states ``unit`` also states another value of the summary
+    sentence (or ``unit`` stands alone there): the summary merged sentences, it did not swap."""
+    homes = [src for src in evidence.sentences if unit.norm in salient.values(list(src.units))]
+    return not homes or any(({x.norm for x in src.units} - {unit.norm}) & s_norms for src in homes)
+
+
+# -- the validator's checks -----------------------------------------------------------------------
+
+
+def _listed(items: list[str]) -> str:
+    more = len(items) - _MAX_LISTED
+    return ", ".join(items[:_MAX_LISTED]) + (f" and {more} more" if more > 0 else "")
+
+
+def _quote(sentence: str) -> str:
+    flat = " ".join(sentence.split())
+    return f"«{flat[:100]}{'…' if len(flat) > 100 else ''}»"
+
+
+def problems(
+    verdict: Verdict, floors: Mapping[str, float], max_fabricated: int
+) -> list[tuple[str, list[str], str]]:
+    """rules-7's checks in order: (name, problems, detail when it passes)."""
+    out: list[tuple[str, list[str], str]] = []
+    rows = verdict.by_kind()
+    unit_problems = []
+    for kind, row in sorted(rows.items()):
+        accounted = row["kept"] + row["declared"]
+        floor = floors.get(f"unit_{kind}", 0.98)
+        if row["total"] and accounted / row["total"] < floor:
+            unit_problems.append(
+                f"{kind} {accounted}/{row['total']} kept or declared "
+                f"({accounted / row['total']:.0%} < floor {floor:.0%}); lost silently {_listed(row['missing'])}"
+            )
+    kept_detail = ", ".join(f"{k} {r['kept']}+{r['declared']}/{r['total']}" for k, r in sorted(rows.items()))
+    out.append(("unit_retention", unit_problems, f"kept+declared {kept_detail or 'nothing to keep'}"))
+
+    obs = verdict.obligations
+    not_kept = [o for o in obs if o.state in ("lost", "contradicted")]
+    accounted = sum(1 for o in obs if o.state in ("kept", "declared"))
+    floor = floors.get("obligations", 1.0)
+    ob_problems = []
+    if obs and accounted / len(obs) < floor:
+        ob_problems.append(
+            f"{accounted}/{len(obs)} obligation sentences kept or declared (floor {floor:.0%}); "
+            + _listed([f"seq {o.seq} {_quote(o.obligation.sentence)}: {o.why}" for o in not_kept])
+        )
+    out.append(("obligations", ob_problems, f"{accounted}/{len(obs)} obligation sentences kept or declared"))
+
+    fab = verdict.fabricated
+    fab_problems = []
+    if len(fab) > max_fabricated:
+        fab_problems.append(
+            f"{len(fab)} unit(s) appear in no covered event or prior summary (allowed {max_fabricated}): "
+            + _listed([f"{u.text} ({u.kind})" for u in fab])
+        )
+    out.append(("fabricated", fab_problems, f"{len(fab)} fabricated units"))
+
+    contra = [f"seq {c.seq}: {c.was} → {c.now} in {_quote(c.sentence)}" for c in verdict.contradictions]
+    out.append(
+        (
+            "contradictions",
+            [_listed(contra)] if contra else [],
+            "no value, polarity or decision contradicts the source",
+        )
+    )
+    return out
+
+
+def all_checks(verdict: Verdict, content: Any, floors: Mapping[str, float], max_fabricated: int):
+    """problems() plus ``declared_drops``."""
+    return [*problems(verdict, floors, max_fabricated), ("declared_drops", *declared_check(verdict, content))]
+
+
+def declared_list(verdict: Verdict, content: Any) -> list[dict[str, Any]]:
+    """What the summary declares it dropped and the verdicts matched to it (pointers by seq)."""
+    units = [
+        {"seq": u.seq, "kind": "unit", "text": u.unit.text} for u in verdict.units if u.state == "declared"
+    ]
+    obs = [
+        {"seq": o.seq, "kind": "obligation", "text": o.obligation.sentence[:200]}
+        for o in verdict.obligations
+        if o.state == "declared"
+    ]
+    return (obs + units)[: 5 * _MAX_LISTED]
+
+
+def declared_check(verdict: Verdict, content: Any) -> tuple[list[str], str]:
+    """``declared_drops``: fails only on a malformed manifest; otherwise passes, with a warning
+    that lists the declared drops (retrievable by seq)."""
+    errors = manifest_errors(content)
+    declared = declared_list(verdict, content)
+    if not declared:
+        return errors, "nothing declared dropped"
+    seqs = sorted({d["seq"] for d in declared})
+    return errors, (
+        f"{len(declared)} item(s) declared dropped, retrievable from events "
+        + _listed([str(s) for s in seqs])
+    )
