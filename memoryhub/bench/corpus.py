@@ -159,9 +159,7 @@ def _json_api(w: _Writer) -> None:
 def _stack_trace(w: _Writer) -> None:
     rng = w.rng
     word = rng.choice(_WORDS)
-    line = w.unit(
-        "stack_trace", f'"/srv/app/{word}/service.py", line {rng.randint(10, 900)}'.split(", ")[1], "number"
-    )
+    line = "line " + w.unit("stack_trace", str(rng.randint(10, 900)), "number")
     request = w.unit("stack_trace", "req_" + _code(rng, 12, string.ascii_lowercase), "id")
     err = w.unit("stack_trace", f"{word.capitalize()}GatewayTimeout", "id")
     w.add(

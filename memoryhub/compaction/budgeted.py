@@ -57,12 +57,14 @@ _MANIFEST_KIND = {
     UNIT: "unit",
     NARRATIVE: "narrative",
 }
-_TAG = {OBLIGATION: "must", DECISION: "decision", REQ_UNIT: "units", UNIT: "units"}
+_TAG = {OBLIGATION: "must", DECISION: "decision", REQ_UNIT: "data", UNIT: "data"}
 _TAG_PRIORITY = {"must": OBLIGATION, "decision": DECISION}
 _OBLIGATION_KINDS = frozenset({"requirement", "constraint"})
 _DECISION_KINDS = frozenset({"decision", "approval"})
 _OBLIGATION_FACTS = frozenset({"requirement", "constraint", "scope"})
-# "#12 tester/tool_result [units]: a · b" — what v3 writes and parses back.
+# "#7 planner/requirement [must]: …" and "#12 [units]: a · b" — what v3 writes and parses back (a
+# units line carries no agent/kind: one short prefix per event is what keeping units costs).
+_UNITS_LINE = re.compile(r"^#(?P<seq>\d+) \[(?P<tag>units|data)\]: (?P<text>.*)$")
 _LINE = re.compile(
     r"^#(?P<seq>\d+) (?P<who>[^/\s]*)/(?P<kind>[a-z_]+)(?: \[(?P<tag>[a-z]+)\])?: (?P<text>.*)$"
 )
@@ -85,6 +87,7 @@ class _Item:
     pos: int = 0  # position in the source: lines of one seq keep their sentence order
     kept: bool = False
     also: list[int] = field(default_factory=list)  # other seqs that stated the same text
+    sentence: bool = False  # a unit-level item that is a whole sentence/line, not a bare unit
 
     @property
     def seqs(self) -> list[int]:
@@ -160,17 +163,34 @@ class ExtractiveCompactorV3(Compactor):
         items: list[_Item] = []
         in_sentences: set[str] = set()
         narrative = ""
+        unit_priority = REQ_UNIT if event.kind in _OBLIGATION_KINDS else UNIT
         for sentence in split_sentences(text):
             if event.kind in _OBLIGATION_KINDS or sentence.obligation:
                 priority = OBLIGATION
             elif event.kind in _DECISION_KINDS or sentence.decision:
                 priority = DECISION
+            elif sentence.units and count_tokens(sentence.text, self.encoding) <= self.line_tokens:
+                # A unit is kept in the sentence (or log line) that states it: verbatim, so the
+                # value keeps its role and no juxtaposition reads as a new or changed value.
+                items.append(
+                    _Item(
+                        unit_priority,
+                        event.seq,
+                        who,
+                        event.kind,
+                        sentence.text,
+                        sentence.units,
+                        sentence=True,
+                    )
+                )
+                in_sentences.update(sentence.units)
+                continue
             else:
                 narrative = narrative or sentence.text
                 continue
             items.append(_Item(priority, event.seq, who, event.kind, sentence.text, sentence.units))
             in_sentences.update(sentence.units)
-        unit_priority = REQ_UNIT if event.kind in _OBLIGATION_KINDS else UNIT
+        # Units of long sentences (and refs): listed bare on the event's units line.
         for unit in find_units("\n".join([text, *event.refs])):
             if unit not in in_sentences:
                 items.append(_Item(unit_priority, event.seq, who, event.kind, unit, (unit,)))
@@ -206,6 +226,14 @@ class ExtractiveCompactorV3(Compactor):
             raw = raw.strip()
             if not raw:
                 continue
+            units_line = _UNITS_LINE.match(raw)
+            if units_line is not None:
+                seq, text = int(units_line["seq"]), units_line["text"]
+                if units_line["tag"] == "data":
+                    fill.items.append(_Item(UNIT, seq, "", "", text, tuple(find_units(text)), sentence=True))
+                else:
+                    fill.items += [_Item(UNIT, seq, "", "", u, (u,)) for u in text.split(_UNIT_SEP) if u]
+                continue
             m = _LINE.match(raw)
             if m is None:  # prose we cannot attribute (another compactor's summary)
                 fill.items.append(
@@ -213,7 +241,12 @@ class ExtractiveCompactorV3(Compactor):
                 )
                 continue
             seq, who, kind, tag, text = int(m["seq"]), m["who"], m["kind"], m["tag"], m["text"]
-            if tag == "units":
+            if tag == "data":
+                priority = REQ_UNIT if kind in _OBLIGATION_KINDS else UNIT
+                fill.items.append(
+                    _Item(priority, seq, who, kind, text, tuple(find_units(text)), sentence=True)
+                )
+            elif tag == "units":
                 priority = REQ_UNIT if kind in _OBLIGATION_KINDS else UNIT
                 fill.items += [_Item(priority, seq, who, kind, u, (u,)) for u in text.split(_UNIT_SEP) if u]
             else:
@@ -250,15 +283,18 @@ class ExtractiveCompactorV3(Compactor):
             content = self._render(items, fill.carried_manifest, level=0)
             return content, count_json_tokens(content, self.encoding)
         budget = self.token_budget
-        # Level 0: dropped sentences named by a short text; 1: by seq and units only, units in one
-        # list; 2: one seq-range entry per kind (the manifest no longer grows with the history).
-        # Each level keeps the longest prefix of the fill order that fits, counted exactly; the
-        # level keeping most wins (ties: the more detailed manifest).
-        best: tuple[int, int, dict[str, Any], int] | None = None
+        # Level 0: dropped sentences named by a short text; 1: by seq and units only; 2: one
+        # seq-range entry per kind (the manifest no longer grows with the history). Each level
+        # keeps the longest prefix of the fill order that fits, counted exactly.
+        # Detail first: the lowest level that keeps as many obligations, decisions and open items
+        # as any level does (a coarser manifest only buys room for units and narrative).
+        best: tuple[int, int] | None = None  # (high-priority items kept, level)
         for level in (0, 1, 2):
-            fitted = self._fill_level(items, fill.carried_manifest, budget, level)
-            if fitted is not None and (best is None or fitted[0] > best[0]):
-                best = (fitted[0], level, *fitted[1:])
+            if self._fill_level(items, fill.carried_manifest, budget, level) is None:
+                continue
+            high = sum(1 for it in items if it.kept and it.priority <= OPEN_ITEM)
+            if best is None or high > best[0]:
+                best = (high, level)
         if best is None:
             for item in items:
                 item.kept = False
@@ -267,7 +303,7 @@ class ExtractiveCompactorV3(Compactor):
                 f"token budget {budget} is below the smallest summary this history allows ({smallest} "
                 "tokens with everything dropped and the manifest aggregated): raise the budget"
             )
-        _, level, _, _ = best
+        level = best[1]
         kept = self._fill_level(items, fill.carried_manifest, budget, level)
         assert kept is not None
         return kept[1], kept[2]
@@ -341,20 +377,14 @@ class ExtractiveCompactorV3(Compactor):
             if item.priority == OPEN_ITEM:
                 cost += 16  # its open_items entry {"key","kind","state"}
             return cost
-        if item.priority in (REQ_UNIT, UNIT):
+        if item.priority in (REQ_UNIT, UNIT) and not item.sentence:
             return json_string_tokens(_UNIT_SEP + item.text, self.encoding)
         return json_string_tokens(self._line(item), self.encoding) + 1
 
-    def _head_cost(self, item: _Item, heads: set[tuple[int, str, str]]) -> int:
-        """A units line's "#seq who/kind [units]:" prefix is paid by its first unit."""
-        if item.fact is not None or item.priority not in (REQ_UNIT, UNIT):
-            return 0
-        if (item.seq, item.who, item.kind) in heads:
-            return 0
-        return json_string_tokens(f"{item.head} [units]: ", self.encoding) + 1
-
     @staticmethod
     def _line(item: _Item) -> str:
+        if item.sentence:  # a data line: the seq is the pointer, agent and kind cost tokens
+            return f"#{item.seq} [data]: {item.text}"
         tag = _TAG.get(item.priority)
         return f"{item.head} [{tag}]: {item.text}" if tag else f"{item.head}: {item.text}"
 
@@ -363,7 +393,7 @@ class ExtractiveCompactorV3(Compactor):
             return 1  # aggregated into a seq range with its neighbours
         units = sum(json_string_tokens(u, self.encoding) + 2 for u in item.units)
         if item.priority in (REQ_UNIT, UNIT) and item.fact is None:
-            return units + (1 if level == 1 else 8)  # level 0: its seq's entry, shared
+            return units + 8  # its seq's entry, shared
         text = json_string_tokens(self._manifest_text(item), self.encoding) if level == 0 else 0
         return 16 + text + units
 
@@ -393,17 +423,17 @@ class ExtractiveCompactorV3(Compactor):
 
     def _narrative(self, kept: list[_Item]) -> str:
         lines: dict[tuple[int, int, int, str, str], list[str]] = {}
-        rank = {OBLIGATION: 0, DECISION: 1, OPEN_ITEM: 1, REQ_UNIT: 2, UNIT: 2, NARRATIVE: 3}
+        rank = {OBLIGATION: 0, DECISION: 1, OPEN_ITEM: 1, REQ_UNIT: 2, UNIT: 2, NARRATIVE: 4}
         for item in kept:
-            if item.priority in (REQ_UNIT, UNIT):
-                lines.setdefault((item.seq, 2, 0, item.who, item.kind), []).append(item.text)
+            if item.priority in (REQ_UNIT, UNIT) and not item.sentence:
+                lines.setdefault((item.seq, 3, 0, "", ""), []).append(item.text)
             else:
                 key = (item.seq, rank[item.priority], item.pos, "", "")
                 lines.setdefault(key, []).append(self._line(item))
         out = []
         for key in sorted(lines):
-            if key[1] == 2:
-                out.append(f"#{key[0]} {key[3]}/{key[4]} [units]: " + _UNIT_SEP.join(lines[key]))
+            if key[1] == 3:
+                out.append(f"#{key[0]} [units]: " + _UNIT_SEP.join(lines[key]))
             else:
                 out.extend(lines[key])
         return "\n".join(out)
@@ -423,7 +453,8 @@ class ExtractiveCompactorV3(Compactor):
                 narrative_seqs.update(item.seqs)
             elif item.priority in (REQ_UNIT, UNIT) and item.fact is None:
                 for seq in item.seqs:
-                    units_by_seq.setdefault(seq, {})[item.text] = None
+                    for unit in item.units:
+                        units_by_seq.setdefault(seq, {})[unit] = None
             else:
                 entries += [
                     {
@@ -446,8 +477,6 @@ class ExtractiveCompactorV3(Compactor):
             {"seq": first, "kind": "narrative", "text": range_text(first, last), "units": []}
             for first, last in _ranges(sorted(narrative_seqs))
         ]
-        if level == 1:  # units of all seqs in one entry: no per-seq overhead
-            entries = _merge_units(entries)
         if level >= 1:  # sentences are named by seq only (the context read retrieves them)
             for entry in entries:
                 if entry["kind"] not in ("unit", "narrative") and not entry["text"].startswith("seqs "):
@@ -467,21 +496,6 @@ def _ranges(seqs: list[int]) -> list[tuple[int, int]]:
         else:
             out.append((seq, seq))
     return out
-
-
-def _merge_units(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every ``unit`` entry as one entry over their seq range, listing all their units."""
-    units = [e for e in entries if e["kind"] == "unit"]
-    if len(units) < 2:
-        return entries
-    seqs = [s for e in units for s in dropped_seqs(e)]
-    merged = {
-        "seq": min(seqs),
-        "kind": "unit",
-        "text": range_text(min(seqs), max(seqs)),
-        "units": list(dict.fromkeys(u for e in units for u in e["units"])),
-    }
-    return [e for e in entries if e["kind"] != "unit"] + [merged]
 
 
 def _coarsen(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:

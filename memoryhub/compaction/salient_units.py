@@ -26,15 +26,16 @@ def units(text: str) -> list[str]:
     """The salient units of ``text`` in order of appearance, without duplicates.
 
     The union of the general extractor and the token classes the deployed validators measure
-    (``memoryhub.core.quality.extract``), so a summary keeps what either will look for; a unit
-    inside a longer one is left out (kept alone it would read as a new token).
+    (``memoryhub.core.quality.extract``), so a summary keeps what either will look for; a legacy
+    token inside a longer unit is left out (kept alone it would read as a new token).
     """
-    found = [u.text for u in salient.units(text)]
+    found = list(dict.fromkeys(u.text for u in salient.units(text)))
     classic = extract(text)
+    extra: list[str] = []
     for name in TOKEN_CLASSES:
-        found += sorted(classic[name], key=lambda t: (text.find(t), t))
-    unique = list(dict.fromkeys(u for u in found if u.strip()))
-    return [u for u in unique if not any(u != other and u in other for other in unique)]
+        extra += sorted(classic[name], key=lambda t: (text.find(t), t))
+    extra = [t for t in dict.fromkeys(extra) if t.strip() and t in text and t not in found]
+    return found + [t for t in extra if not any(t in other for other in found + extra if other != t)]
 
 
 def sentences(text: str) -> list[Sentence]:
