@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memoryhub.core import salient
+from memoryhub.core.opaque import unreadable
 
 if TYPE_CHECKING:  # types only: the compaction package imports this module at run time
     from memoryhub.compaction.types import SourceEvent
@@ -565,7 +566,9 @@ def decay(index: SourceIndex, versions: Sequence[VersionContent], tail: SourceIn
     (after it was covered) and whether a later version or the tail restored it; plus the share of
     S1's salient content each later version still holds (the summary-of-summary decay curve)."""
     ordered = sorted(versions, key=lambda v: v.version)
-    views = [(v, SummaryView.of(v.content)) for v in ordered]
+    # An opaque (provider-encrypted) version can be read by nobody: it neither keeps nor loses.
+    unknown = [v.version for v in ordered if unreadable(v.content)]
+    views = [(v, SummaryView.of(v.content)) for v in ordered if v.version not in unknown]
     rows: list[dict[str, Any]] = []
     items: list[tuple[str, str, int]] = [
         (cls_name, tok, seq)
@@ -609,11 +612,20 @@ def decay(index: SourceIndex, versions: Sequence[VersionContent], tail: SourceIn
             if not base:
                 continue
             shares: list[float | None] = []
-            for _, view in views:
+            for v in ordered:
+                if v.version in unknown:
+                    shares.append(None)
+                    continue
+                view = next(view for w, view in views if w.version == v.version)
                 if cls_name == FACTS:
                     kept = sum(1 for t in base if t in view.fact_keys)
                 else:
                     kept = sum(1 for t in base if view.has(cls_name, t))
                 shares.append(kept / len(base))
             curve[cls_name] = shares
-    return {"versions": [v.version for v in ordered], "rows": rows, "curve": curve}
+    return {
+        "versions": [v.version for v in ordered],
+        "rows": rows,
+        "curve": curve,
+        "unknown_versions": unknown,
+    }

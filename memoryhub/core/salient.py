@@ -22,6 +22,7 @@ it does bounded work per chunk. Results are cached per text (``lru_cache``).
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import functools
 import re
@@ -100,9 +101,22 @@ def chunks(text: str) -> list[tuple[str, int, int]]:
         while s < e:
             cut = text.find("::", s, e)
             end = e if cut < 0 else cut
-            _trim_into(out, text, s, end)
+            _split_commas_into(out, text, s, end)
             s = end + 2
     return out
+
+
+def _split_commas_into(out: list[tuple[str, int, int]], text: str, s: int, e: int) -> None:
+    """A comma between two digits is a separator of one number (1.250,00); any other comma inside a
+    chunk separates fields (a CSV row: INV-3301,Globex,1.250,00,EUR)."""
+    start = s
+    at = text.find(",", s, e)
+    while at >= 0:
+        if not (at > s and at + 1 < e and text[at - 1].isdigit() and text[at + 1].isdigit()):
+            _trim_into(out, text, start, at)
+            start = at + 1
+        at = text.find(",", at + 1, e)
+    _trim_into(out, text, start, e)
 
 
 def _trim_into(out: list[tuple[str, int, int]], text: str, s: int, e: int) -> None:
@@ -295,6 +309,8 @@ _QUOTED = re.compile(
     r"|`([^`\n]{2,200})`|(?<!\w)'([^'\n]{3,160})'(?!\w)"
 )
 _WS = re.compile(r"\s+")
+_RANGE = re.compile(r"\A\d{1,4}[-–]\d{1,4}\Z")
+_RANGE_SPLIT = re.compile(r"[-–]")
 _THOUSANDS_TAIL = re.compile(r"\A\d{3}(?:[.,]\d+)?\Z")
 _GLUED = re.compile(r"\A(\d+(?:[.,]\d+)?)([^\W\d_]+|/s|°C)\Z")  # 250ms, 118cm, 3x
 _ALNUM = re.compile(r"\A[^\W_]+\Z")
@@ -496,6 +512,31 @@ _NOT_NAMES = frozenset(
         "utc",
         "gmt",
         "iso",
+        # HTTP reason phrases and auth schemes are capitalised words, not names
+        *[
+            "bearer",
+            "basic",
+            "digest",
+            "forbidden",
+            "unauthorized",
+            "conflict",
+            "created",
+            "accepted",
+            "found",
+            "gone",
+        ],
+        *[
+            "unprocessable",
+            "entity",
+            "content",
+            "internal",
+            "server",
+            "gateway",
+            "timeout",
+            "unavailable",
+            "payment",
+        ],
+        *["method", "acceptable", "precondition", "moved", "permanently", "redirect"],
     ]
 ) | frozenset(_MONTHS)
 _ACRONYM_STOP = frozenset(
@@ -579,8 +620,15 @@ _GERMAN_WORDS = frozenset(
 )
 
 
+_COMPANY_SUFFIXES = frozenset(
+    ["GmbH", "AG", "KG", "SE", "Ltd", "Inc", "LLC", "Corp", "BV", "SA", "SAS", "Co", "Ltd."]
+)
+
+
 def _capitalised(chunk: str) -> bool:
     """Schäfer, Anna, Jean-Luc: an upper-case letter, then lower-case letters (any script)."""
+    if chunk in _COMPANY_SUFFIXES:
+        return True
     parts = chunk.split("-")
     return len(parts) <= 2 and all(
         len(p) >= 2 and p.isalpha() and p[0].isupper() and p[1:].islower() for p in parts
@@ -593,6 +641,7 @@ def _is_german(text: str) -> bool:
     return hits >= 2 and hits * 12 >= len(words)
 
 
+@functools.lru_cache(maxsize=65536)
 def _classify(chunk: str) -> tuple[str, str] | None:
     """(kind, norm) of one chunk on its own, or None."""
     if len(chunk) > MAX_CHUNK:
@@ -622,6 +671,9 @@ def _classify(chunk: str) -> tuple[str, str] | None:
     value = number_norm(chunk)
     if value is not None:
         return "number", value
+    glued = _GLUED.match(chunk)  # 250ms, 5.6s, 118cm, 3x
+    if glued and _unit_word(glued.group(2)) is not None:
+        return "quantity", f"{number_norm(glued.group(1))} {_unit_word(glued.group(2))}"
     if _FILE.match(chunk):
         return "path", chunk
     has_digit = bool(_HAS_DIGIT.search(chunk))
@@ -636,6 +688,8 @@ def _classify(chunk: str) -> tuple[str, str] | None:
         return "symbol", chunk
     if has_digit and has_letter and (_SEPARATED.match(chunk) or _ALNUM.match(chunk)):
         return "identifier", chunk
+    if _RANGE.match(chunk) and _ascending(chunk):  # "events 1-20", "seqs 11-40": a span, not an id
+        return None
     if has_digit and _SEPARATED.match(chunk):  # 4471-2290-18, 1.2.3
         return "identifier", chunk
     if _UPPER_JOINED.match(chunk):  # LEG-ALU, ERR_X handled above
@@ -649,10 +703,33 @@ def _classify(chunk: str) -> tuple[str, str] | None:
     return None
 
 
+def _ascending(chunk: str) -> bool:
+    first, last = _RANGE_SPLIT.split(chunk)
+    return int(first) < int(last)
+
+
+def is_unit(chunk: str) -> bool:
+    """Whether one chunk on its own is a salient unit (a number, identifier, symbol, acronym…)."""
+    return _classify(chunk) is not None
+
+
+def within(found: list[Unit], start: int, end: int) -> list[Unit]:
+    """The units of ``found`` (sorted by start, as ``units`` returns them) inside [start, end)."""
+    i = bisect.bisect_left(found, start, key=lambda u: u.start)
+    out = []
+    while i < len(found) and found[i].start < end:
+        if found[i].end <= end:
+            out.append(found[i])
+        i += 1
+    return out
+
+
 def _unit_word(word: str) -> str | None:
     w = word.lower().rstrip(".")
     if w in _UNIT_WORDS:
         return _UNIT_WORDS[w]
+    if word[:1].isascii():
+        return None
     for counter in _CJK_COUNTERS:
         if word.startswith(counter):
             return _UNIT_WORDS[counter]
@@ -693,7 +770,7 @@ def units(text: str) -> list[Unit]:
 def _units(text: str) -> list[Unit]:
     parts = chunks(text)
     german = _is_german(text)
-    starts = {s for s, _ in sentences(text)}
+    starts = {s for s, _ in sentences(text)}  # a clause start counts as a sentence start
     found: list[Unit] = []
     i, n = 0, len(parts)
 
@@ -801,16 +878,11 @@ def _units(text: str) -> list[Unit]:
                         add("quantity", f"{value} {unit}", i, i + 1)
                 i += 2
                 continue
-            found.append(Unit(chunk, "number", value, s, e))
+            if len(chunk) > 1 or not chunk.isdigit():  # "turn 3", "step 2": a lone digit says little
+                found.append(Unit(chunk, "number", value, s, e))
             i += 1
             continue
         if kind_norm is None:
-            glued = _GLUED.match(chunk)  # 250ms, 118cm, 3x
-            if glued and _unit_word(glued.group(2)) is not None:
-                value = number_norm(glued.group(1))
-                found.append(Unit(chunk, "quantity", f"{value} {_unit_word(glued.group(2))}", s, e))
-                i += 1
-                continue
             if chunk in _CURRENCY_CODES and near(i) and number_norm(nxt) is not None:
                 i += 1  # the number that follows takes the code as its currency
                 continue
@@ -841,22 +913,26 @@ def _units(text: str) -> list[Unit]:
         kind, norm = kind_norm
         found.append(Unit(chunk, kind, norm, s, e))
         i += 1
+    found.sort(key=lambda u: (u.start, u.end))
+    quoted = []
     for m in _QUOTED.finditer(text):
         inner = next(g for g in m.groups() if g is not None)
         body = _WS.sub(" ", inner).strip()
         if not body or body.isdigit():
             continue
-        inner_units = [u for u in found if m.start() < u.start and u.end < m.end()]
+        inner_units = within(found, m.start() + 1, m.end() - 1)
         if len(inner_units) == 1 and inner_units[0].text == body:
             continue  # "pi_3Oq…" is already an identifier
-        found.append(Unit(m.group(0), "quoted", body, m.start(), m.end()))
-    found.sort(key=lambda u: (u.start, u.end))
+        quoted.append(Unit(m.group(0), "quoted", body, m.start(), m.end()))
+    if quoted:
+        found = sorted(found + quoted, key=lambda u: (u.start, u.end))
     return found
 
 
 # -- sentences ------------------------------------------------------------------------------------
 
 _BOUNDARY = re.compile(r"\n|[。！？]+|[.!?]+[\"'”’)\]]*(?=\s)|[.!?]+\Z")
+_CLAUSE = re.compile(r";\s|；")
 _ABBREVIATIONS = frozenset(
     [
         "e.g",
@@ -888,13 +964,41 @@ _ABBREVIATIONS = frozenset(
 
 
 def sentences(text: str) -> list[tuple[int, int]]:
-    """Sentence spans of ``text`` (trimmed), any language; every line is at least one sentence."""
+    """Sentence spans of ``text`` (trimmed), any language; every line is at least one sentence,
+    and a semicolon ends a clause that counts as one ("INV-3301 must be paid by 31 May; do not
+    send reminders before 15 June" is two). ``obligations`` spans are always among these."""
+    return list(_clauses_cached(text)) if len(text) <= _CACHE_CHARS else _clauses(text)
+
+
+def full_sentences(text: str) -> list[tuple[int, int]]:
+    """Sentence spans without the semicolon split (the context a clause belongs to)."""
     return list(_sentences_cached(text)) if len(text) <= _CACHE_CHARS else _sentences(text)
+
+
+def clauses(text: str) -> list[tuple[int, int]]:
+    """The same spans as ``sentences`` (kept as a name of its own for callers that mean clauses)."""
+    return sentences(text)
 
 
 @functools.lru_cache(maxsize=4096)
 def _sentences_cached(text: str) -> tuple[tuple[int, int], ...]:
     return tuple(_sentences(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _clauses_cached(text: str) -> tuple[tuple[int, int], ...]:
+    return tuple(_clauses(text))
+
+
+def _clauses(text: str) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for s, e in full_sentences(text):
+        start = s
+        for m in _CLAUSE.finditer(text, s, e):
+            _push(text, start, m.start(), out)
+            start = m.end()
+        _push(text, start, e, out)
+    return out
 
 
 def _sentences(text: str) -> list[tuple[int, int]]:
@@ -925,23 +1029,27 @@ def _push(text: str, s: int, e: int, spans: list[tuple[int, int]]) -> None:
 
 # -- obligations ----------------------------------------------------------------------------------
 
+# Negations that bind an obligation (a bare "not" elsewhere in a long sentence does not flip it).
 _NEGATIVE = re.compile(
-    r"(?i)\b(?:must\s+not|mustn['’]t|never|do\s+not|don['’]t|does\s+not|doesn['’]t|cannot|can['’]t|"
-    r"may\s+not|shall\s+not|should\s+not|shouldn['’]t|will\s+not|won['’]t|is\s+not|are\s+not|not|"
-    r"forbidden|prohibited|no\s+longer|darf\s+nicht|dürfen\s+nicht|nicht|nie|niemals|keine?[nmrs]?|"
-    r"verboten|untersagt)\b"
+    r"(?i)\b(?:must\s+not|mustn['’]t|never|do\s+not|don['’]t|cannot|can['’]t|may\s+not|shall\s+not|"
+    r"should\s+not|shouldn['’]t|will\s+not|won['’]t|not\s+allowed|forbidden|prohibited|no\s+longer|"
+    r"darf\s+nicht|dürfen\s+nicht|muss\s+nicht|müssen\s+nicht|soll\s+nicht|sollen\s+nicht|nie|"
+    r"niemals|keine?[nmrs]?|verboten|untersagt)\b"
     r"|禁止|(?:ては|では)(?:ならない|いけない|ならず)|ないこと|ないでください|ないように|不可|してはいけ"
 )
-_NOT_A_LIMIT = re.compile(r"(?i)\bno\s+(?:more|later|fewer|less)\s+than\b")
+# "no more than 5" is a limit and "403 Forbidden" a status: neither negates the sentence.
+_NOT_A_NEGATION = re.compile(r"(?i)\bno\s+(?:more|later|fewer|less)\s+than\b|\b[1-5]\d\d\s+forbidden\b")
 _CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "requirement",
         re.compile(
             r"(?i)\b(?:must|shall|required?|requires|need\s+to|needs\s+to|has\s+to|have\s+to|should|"
             r"only|until|at\s+(?:most|least)|no\s+(?:more|later)\s+than|within|always|ensure|"
-            r"make\s+sure|never|do\s+not|don['’]t|muss|müssen|soll|sollen|darf|dürfen|erforderlich|"
+            r"make\s+sure|never|muss|müssen|soll|sollen|darf|dürfen|erforderlich|"
             r"notwendig|nur|höchstens|mindestens|spätestens|innerhalb|immer|stets|nie|niemals|"
             r"verboten|untersagt|forbidden|prohibited|deadline)\b"
+            # "do not" as an imperative (clause start, after please/you/we), not "warnings do not change"
+            r"|(?i:(?:^|(?<=[,:] )|(?<=please )|(?<=you )|(?<=we ))(?:do\s+not|don['’]t)\b)"
             r"|しなければ|なければならない|必要|必須|こと(?=[。．\s]|\Z)|禁止|まで|以内|以下|以上|常に|必ず|"
             r"てはならない|てはいけない"
         ),
@@ -973,7 +1081,7 @@ _CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 def polarity(sentence: str) -> str:
     """``negative`` when the sentence forbids or negates (never, must not, darf nicht, 禁止…)."""
-    cleaned = _NOT_A_LIMIT.sub(" ", sentence)
+    cleaned = _NOT_A_NEGATION.sub(" ", sentence)
     return "negative" if _NEGATIVE.search(cleaned) else "positive"
 
 
@@ -984,14 +1092,14 @@ def obligations(text: str) -> list[Obligation]:
         return []
     found = units(text)
     out = []
-    for s, e in sentences(text):
+    for s, e in clauses(text):
         sentence = text[s:e]
         if len(sentence) > 4 * MAX_CHUNK and not _CUES[0][1].search(sentence[:2000]):
             continue
         for kind, cue_pattern in _CUES:
             m = cue_pattern.search(sentence)
             if m:
-                inside = tuple(u for u in found if s <= u.start and u.end <= e)
+                inside = tuple(within(found, s, e))
                 out.append(Obligation(sentence, s, e, polarity(sentence), m.group(0), inside, kind))
                 break
     return out
@@ -1025,7 +1133,10 @@ def contains(haystack_units: list[Unit], haystack_text: str, unit: Unit) -> bool
     if unit.kind == "date" and "T" in unit.norm:  # 2026-03-14T09:12 kept as "2026-03-14 at 09:12:44Z"
         day, hhmm = unit.norm.split("T")
         return day in values(haystack_units) and hhmm in haystack_text
-    if unit.kind in ("money", "quantity", "date", "time"):
+    if unit.kind == "money":  # 1.250,00 EUR from a CSV row: the value and its currency, side by side
+        code, value = unit.norm.split(" ", 1)
+        return value in values(haystack_units) and (code in haystack_text or unit.text[0] in haystack_text)
+    if unit.kind in ("quantity", "date", "time"):
         return False
     if unit.kind == "path" and any(
         u.kind == "path" and (unit.text.endswith("/" + u.text) or u.text.endswith("/" + unit.text))

@@ -19,6 +19,7 @@ Opaque content (provider-encrypted) is not judged here: callers show "unknown".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,12 @@ OUTCOME_PAIRS: tuple[tuple[str, str], ...] = (
     ("allowed", "denied"),
     ("merge", "revert"),
     ("ship", "hold"),
+    ("rollback", "rollout"),
+    ("most", "least"),
+    ("maximum", "minimum"),
+    ("höchstens", "mindestens"),
+    ("まで", "以上"),
+    ("以下", "以上"),
     ("always", "never"),
     ("genehmigt", "abgelehnt"),
     ("erstattung", "ersatz"),
@@ -103,8 +110,27 @@ class Drop:
     text: str
     units: tuple[str, ...]
 
+    @property
+    def seqs(self) -> range:
+        """One seq, or the range an aggregated entry names: text "seqs 11-40: …" (the form
+        extractive-v3 writes when listing every drop would not fit the budget)."""
+        if self.text.startswith(_RANGE_PREFIX):
+            first, _, last = self.text[len(_RANGE_PREFIX) :].split(":", 1)[0].strip().partition("-")
+            if first.isdigit() and last.isdigit() and int(first) <= self.seq <= int(last):
+                return range(int(first), int(last) + 1)
+        return range(self.seq, self.seq + 1)
+
+    @property
+    def unnamed_units(self) -> bool:
+        """An aggregated ``unit`` entry that names no unit: it declares every unit of its seqs
+        (shown as declared by range, not as named)."""
+        return self.kind == "unit" and not self.units and len(self.seqs) > 1
+
     def names(self, unit_text: str, norm: str) -> bool:
         return unit_text in self.units or norm in self.units or (bool(unit_text) and unit_text in self.text)
+
+
+_RANGE_PREFIX = "seqs "
 
 
 def manifest(content: Any) -> list[Drop]:
@@ -174,6 +200,8 @@ class Evidence:
     known_units: list[Unit] = field(default_factory=list)  # events + prior summary + facts
     known_text: str = ""
     known_chunks: set[str] = field(default_factory=set)
+    # role word → the values the source labelled with it: (norm, as written, seq)
+    roles: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)
     max_seq: int = 0
 
     def grounded(self, unit: Unit) -> bool:
@@ -296,9 +324,13 @@ def build_evidence(events: Iterable[SourceEvent], prior_content: Any = None) -> 
             ev.units.setdefault(key, (event.seq, u))
             ev.seqs_of.setdefault(key, set()).add(event.seq)
         ev.known_units += found + salient.units(facts_text)
+        for u in found:
+            role = _role_before(text, u)
+            if role:
+                ev.roles.setdefault(role, []).append((u.norm, u.text, event.seq))
         texts += [text, facts_text]
         for s, e in salient.sentences(text):
-            inside = tuple(u for u in found if s <= u.start and u.end <= e)
+            inside = tuple(salient.within(found, s, e))
             ev.sentences.append(SourceSentence(event.seq, text[s:e], inside, _words(text[s:e])))
         if event.role not in _TOOL_ROLES and event.kind not in _TOOL_KINDS:
             seen = {o.sentence for _, o in ev.obligations}
@@ -391,10 +423,11 @@ class Verdict:
 
 @dataclass(frozen=True)
 class _SummarySentence:
-    text: str
+    text: str  # a clause (sentences split at semicolons)
     units: tuple[Unit, ...]
     words: frozenset[str]
     polarity: str
+    context: str = ""  # the whole sentence the clause belongs to
 
 
 def judge(evidence: Evidence, content: Any, *, up_to: int | None = None) -> Verdict:
@@ -402,19 +435,23 @@ def judge(evidence: Evidence, content: Any, *, up_to: int | None = None) -> Verd
     text = claim_text(content)
     found = salient.units(text)
     drops = manifest(content)
+    spans = salient.full_sentences(text)
     summary_sentences = [
         _SummarySentence(
             text[s:e],
-            tuple(u for u in found if s <= u.start and u.end <= e),
+            tuple(salient.within(found, s, e)),
             _words(text[s:e]),
             salient.polarity(text[s:e]),
+            next((text[a:b] for a, b in spans if a <= s and e <= b), text[s:e]),
         )
-        for s, e in salient.sentences(text)
+        for s, e in salient.clauses(text)
     ]
 
     def declared(seqs: Iterable[int], unit_text: str, norm: str) -> bool:
         seq_set = set(seqs)
-        return any(d.seq in seq_set and d.names(unit_text, norm) for d in drops)
+        return any(
+            any(x in d.seqs for x in seq_set) and (d.unnamed_units or d.names(unit_text, norm)) for d in drops
+        )
 
     unit_verdicts = []
     for key, (seq, unit) in sorted(evidence.units.items(), key=lambda kv: (kv[1][0], kv[1][1].start)):
@@ -442,6 +479,12 @@ def judge(evidence: Evidence, content: Any, *, up_to: int | None = None) -> Verd
         seen.add((u.kind, u.norm))
         fabricated.append(u)
     contradictions = _contradictions(evidence, summary_sentences, ob_verdicts)
+    seen_pairs = {(c.was, c.now) for c in contradictions}
+    contradictions += [
+        c
+        for c in _role_contradictions(evidence, text, found)
+        if not any(c.now.endswith(n) for _, n in seen_pairs)
+    ]
     return Verdict(unit_verdicts, ob_verdicts, fabricated, contradictions)
 
 
@@ -463,7 +506,13 @@ def _obligation_verdict(seq, ob, found, text, sentences, drops) -> ObligationVer
     words = _words(ob.sentence)
     if ob.units:
         missing = [u for u in ob.units if not salient.contains(found, text, u)]
-        kept_content = not missing
+        # its values kept, and restated: a clause with them that keeps half its words (a decision
+        # whose part number survives elsewhere is still lost when the decision sentence is gone)
+        best = _best_sentence(ob.units, words, sentences)
+        restated = best is not None and _restates(ob, words, best)
+        kept_content = not missing and restated
+        if not missing and not restated:
+            missing = []
     else:
         missing = []
         best = _best_sentence((), words, sentences)
@@ -471,7 +520,7 @@ def _obligation_verdict(seq, ob, found, text, sentences, drops) -> ObligationVer
     if not kept_content:
         names = [u.text for u in missing]
         if any(
-            d.seq == seq and (ob.sentence[:40] in d.text or (names and all(d.names(n, n) for n in names)))
+            seq in d.seqs and (ob.sentence[:40] in d.text or (names and all(d.names(n, n) for n in names)))
             for d in drops
         ):
             return ObligationVerdict(seq, ob, "declared")
@@ -481,7 +530,12 @@ def _obligation_verdict(seq, ob, found, text, sentences, drops) -> ObligationVer
         also = f"; decision {flip[0]} → {flip[1]}" if flip else ""
         return ObligationVerdict(seq, ob, "lost", f"lost {lost}{also}")
     best = _best_sentence(ob.units, words, sentences)
-    if best is not None and best.polarity != ob.polarity:
+    if best is not None and _flipped(ob.polarity, best):
+        if ob.polarity == "negative" and not salient.obligations(best.context or best.text):
+            # restated without its "never"/"do not" and without a cue of its own: the rule is lost
+            return ObligationVerdict(
+                seq, ob, "lost", f"polarity lost («{ob.cue}» dropped): {best.text[:120]}"
+            )
         return ObligationVerdict(
             seq, ob, "contradicted", f"polarity {ob.polarity} → {best.polarity}: {best.text[:120]}"
         )
@@ -492,6 +546,38 @@ def _obligation_verdict(seq, ob, found, text, sentences, drops) -> ObligationVer
                 seq, ob, "contradicted", f"decision {flip[0]} → {flip[1]}: {best.text[:120]}"
             )
     return ObligationVerdict(seq, ob, "kept")
+
+
+# Any negation at all: a forbidding sentence restated without one has lost its "not".
+_ANY_NEGATION = re.compile(
+    r"(?i)\b(?:not|no|nothing|none|never|without|nicht|nichts|nie|kein\w*|ohne)\b|n['’]t\b|ない|禁止|不可|ず"
+)
+
+
+def _flipped(source_polarity: str, restated: _SummarySentence) -> bool:
+    """A forbidding sentence restated without any negation ("Do not page" → "page"), or an
+    obliging one restated with a binding negation ("must" → "must not", "never" ← "always").
+    "must not create anything" kept as "creates nothing" flips nothing."""
+    if source_polarity == "negative":
+        return not _ANY_NEGATION.search(restated.context or restated.text)
+    return restated.polarity == "negative"
+
+
+def _restates(ob: Obligation, words: frozenset[str], clause: _SummarySentence) -> bool:
+    """Whether ``clause`` restates ``ob``: half its words, or all its values with a quarter of its
+    words (a paraphrase) — and a decision or approval restated as one (its part number surviving
+    in another sentence does not keep the decision)."""
+    if len(words) < 2:
+        return True
+    shared = len(words & (clause.words | _words(clause.context))) / len(words)
+    if shared >= 0.5:
+        return True
+    norms = {u.norm for u in clause.units}
+    if shared < 0.25 or not all(u.norm in norms for u in ob.units):
+        return False
+    return ob.kind not in ("decision", "approval") or any(
+        o.kind == ob.kind for o in salient.obligations(clause.context or clause.text)
+    )
 
 
 def _lower_words(text: str) -> set[str]:
@@ -550,6 +636,82 @@ def _contradictions(evidence: Evidence, sentences: list[_SummarySentence], obs: 
                     out.append(Contradiction(best.seq, rivals[0].text, u.text, s.text[:200]))
                     break
     return out
+
+
+def _role_contradictions(evidence: Evidence, text: str, found: list[Unit]) -> list[Contradiction]:
+    """A value the summary labels with a word (its role: "order", "tracking", "追跡番号") that the
+    source used only for other values of the same sort: order number and tracking number swapped."""
+    out = []
+    for u in found:
+        role = _role_before(text, u)
+        known = evidence.roles.get(role) if role else None
+        if not known or any(n == u.norm for n, _, _ in known):
+            continue
+        # only a value the source itself labelled otherwise ("追跡番号" where it said "注文番号")
+        if not any(n == u.norm for labelled in evidence.roles.values() for n, _, _ in labelled):
+            continue
+        rivals = [
+            (n, shown, seq)
+            for n, shown, seq in known
+            if n != u.norm and SORTS.get(_kind_of(evidence, n)) == SORTS.get(u.kind)
+        ]
+        if rivals:
+            _, shown, seq = rivals[0]
+            out.append(Contradiction(seq, f"{role} {shown}", f"{role} {u.text}", _around(text, u)))
+    return out
+
+
+def _kind_of(evidence: Evidence, norm: str) -> str:
+    return next((kind for kind, n in evidence.units if n == norm), "")
+
+
+def _around(text: str, unit: Unit) -> str:
+    return text[max(0, unit.start - 60) : unit.end + 60]
+
+
+_ROLE_SKIP = frozenset(
+    [
+        "の",
+        "は",
+        "が",
+        "を",
+        "に",
+        "で",
+        "と",
+        "も",
+        "へ",
+        "や",
+        "a",
+        "an",
+        "the",
+        "is",
+        "was",
+        "of",
+        "for",
+        "with",
+        "its",
+        "their",
+        "our",
+        "your",
+    ]
+)
+
+
+def _role_before(text: str, unit: Unit) -> str | None:
+    """The word right before ``unit`` (particles and articles skipped), lower-cased, if it can name
+    a role: a Latin word of 3+ letters or a CJK word of 2+ characters, not a stop word."""
+    window = text[max(0, unit.start - 40) : unit.start]
+    before = salient.chunks(window)
+    while before and before[-1][0].lower() in _ROLE_SKIP:
+        before.pop()
+    if not before or len(window) - before[-1][2] > 3:  # the label right before the value
+        return None
+    if salient.is_unit(before[-1][0]):  # a value (operationId, BHD) is no label
+        return None
+    word = before[-1][0].lower()
+    if not word.isalpha() or len(word) < (3 if word.isascii() else 2) or word in _STOP:
+        return None
+    return word
 
 
 def _at_home(evidence: Evidence, unit: Unit, s_norms: set[str]) -> bool:

@@ -16,7 +16,9 @@ from typing import Any
 from django.conf import settings
 
 from memoryhub.core import quality as q
+from memoryhub.core import verdicts
 from memoryhub.core.errors import InvalidInput
+from memoryhub.core.opaque import unreadable
 from memoryhub.memory.sources import source_events
 from memoryhub.models import (
     CompactionJob,
@@ -181,38 +183,136 @@ def _source_events(workflow: Workflow, start: int, end: int):
 
 
 def summary_quality(summary: Summary) -> dict[str, Any]:
-    """The retention table of one summary: per class kept/total against the policy's floors, and
-    the fabricated tokens. From its rules-6 validation record when it has one, else measured now."""
+    """The retention table of one summary: per class kept (and declared dropped) against the
+    policy's floors, obligation sentences, fabricated units and contradictions. From its latest
+    rules-7 (else rules-6) validation record, else measured now with rules-7. Opaque content is
+    "unknown": nothing can be read, so nothing is reported kept, lost or below a floor."""
 
     quality = q.merged_quality(policy_for(summary.workflow).quality)
-    floors = quality["floors"]
-    record = summary.validations.filter(validator_version=q.RULES_6).order_by("-created_at", "-id").first()
+    content = json.loads(summary.content)
+    opaque = unreadable(content)
+    record = (
+        summary.validations.filter(validator_version__in=(q.RULES_7, q.RULES_6))
+        .order_by("-created_at", "-id")
+        .first()
+    )
+    if opaque:
+        return {
+            "available": True,
+            "opaque": True,
+            "reason": f"{opaque}: retention, fabrication and contradictions are unknown",
+            "validator": record.validator_version if record is not None else q.DEFAULT_VALIDATOR,
+            "source": "record" if record is not None else "live",
+            "rows": [
+                {"name": name, "label": q.CLASS_LABELS[name], "unknown": True}
+                for name in (*q.UNIT_CLASSES, q.OBLIGATIONS)
+            ],
+        }
+    if record is not None and record.validator_version == q.RULES_6:
+        return _rules_6_table(summary, record, quality)
+    checks = {c["name"]: c for c in record.checks} if record is not None else {}
     source = "record"
-    numbers: dict[str, Any] | None = None
-    fabricated: list[dict[str, str]] = []
-    fabricated_count = 0
-    if record is not None:
-        checks = {c["name"]: c for c in record.checks}
-        numbers = checks.get("salient_retention", {}).get("retention")
-        fabricated = checks.get("fabricated", {}).get("fabricated") or []
-        fabricated_count = len(fabricated)
-    if numbers is None:
+    if "unit_retention" not in checks:
         covered = summary.covers_to_seq - summary.covers_from_seq + 1
         if covered > _page_limit():
             return {"available": False, "reason": f"{covered} covered events: too many to measure on a page"}
         source = "live"
-        index = q.build_index(
-            _source_events(summary.workflow, summary.covers_from_seq, summary.covers_to_seq)
+        checks = _verdict_checks(summary, content, quality)
+    validator = record.validator_version if record is not None and source == "record" else q.RULES_7
+    return _rules_7_table(checks, quality, source, validator)
+
+
+def _verdict_checks(summary: Summary, content: Any, quality: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """rules-7's quality checks measured now (the shape a validation record stores)."""
+    events = _source_events(summary.workflow, summary.covers_from_seq, summary.covers_to_seq)
+    verdict = verdicts.judge(verdicts.build_evidence(events), content)
+    report = verdict.to_dict()
+    checks: dict[str, dict[str, Any]] = {
+        name: {"name": name, "passed": not problems, "detail": "; ".join(problems) or ok}
+        for name, problems, ok in verdicts.all_checks(
+            verdict, content, quality["floors"], quality["max_fabricated"]
         )
-        report = q.measure(index, json.loads(summary.content))
-        data = report.to_dict()
-        numbers, fabricated, fabricated_count = (
-            data["retention"],
-            data["fabricated"],
-            data["fabricated_count"],
-        )
+    }
+    checks["unit_retention"]["retention"] = report["units"]
+    checks["obligations"]["obligations"] = report["obligations"]
+    checks["obligations"]["totals"] = {
+        "total": report["obligations_total"],
+        "kept": report["obligations_kept"],
+        "declared": sum(1 for o in verdict.obligations if o.state == "declared"),
+    }
+    checks["fabricated"]["fabricated"] = report["fabricated"]
+    checks["contradictions"]["contradictions"] = report["contradictions"]
+    checks["declared_drops"]["dropped"] = verdicts.declared_list(verdict, content)
+    return checks
+
+
+def _rules_7_table(checks: dict[str, dict[str, Any]], quality: dict[str, Any], source: str, validator: str):
+    floors = quality["floors"]
+    units = checks.get("unit_retention", {}).get("retention") or {}
     rows = []
-    for name in q.RETENTION_CLASSES:
+    for kind in q.UNIT_KINDS:
+        r = units.get(kind)
+        if not r:
+            continue
+        name = f"unit_{kind}"
+        floor = floors.get(name, 0.0)
+        rows.append(
+            {
+                "name": name,
+                "label": q.CLASS_LABELS[name],
+                "total": r["total"],
+                "kept": r["kept"],
+                "declared": r["declared"],
+                "ratio": r["ratio"],
+                "floor": floor,
+                "passed": r["ratio"] is None or r["ratio"] >= floor,
+                "missing": r["missing"],
+            }
+        )
+    ob = checks.get("obligations", {})
+    totals = ob.get("totals") or {"total": 0, "kept": 0, "declared": 0}
+    accounted = totals["kept"] + totals["declared"]
+    ratio = accounted / totals["total"] if totals["total"] else None
+    floor = floors.get(q.OBLIGATIONS, 1.0)
+    rows.append(
+        {
+            "name": q.OBLIGATIONS,
+            "label": q.CLASS_LABELS[q.OBLIGATIONS],
+            "total": totals["total"],
+            "kept": totals["kept"],
+            "declared": totals["declared"],
+            "ratio": ratio,
+            "floor": floor,
+            "passed": ratio is None or ratio >= floor,
+            "missing": [
+                f"seq {o['seq']} ({o['state']}): {o['sentence']}"
+                for o in ob.get("obligations") or []
+                if o["state"] != "declared"
+            ],
+        }
+    )
+    fabricated = checks.get("fabricated", {}).get("fabricated") or []
+    return {
+        "available": True,
+        "source": source,
+        "validator": validator,
+        "rows": rows,
+        "fabricated": [{"token": f["token"], "class": f["kind"]} for f in fabricated],
+        "fabricated_count": len(fabricated),
+        "max_fabricated": quality["max_fabricated"],
+        "contradictions": checks.get("contradictions", {}).get("contradictions") or [],
+        "dropped": checks.get("declared_drops", {}).get("dropped") or [],
+    }
+
+
+def _rules_6_table(summary: Summary, record: Any, quality: dict[str, Any]) -> dict[str, Any]:
+    """The table a rules-6 record wrote (token classes, mandatory events), read as recorded."""
+    floors = quality["floors"]
+    checks = {c["name"]: c for c in record.checks}
+    numbers = checks.get("salient_retention", {}).get("retention") or {}
+    fabricated = checks.get("fabricated", {}).get("fabricated") or []
+    rows = []
+    for name in (*q.TOKEN_CLASSES, q.MANDATORY_EVENTS):
         r = numbers.get(name) or {"total": 0, "kept": 0, "ratio": None, "missing": []}
         floor = floors.get(name, 0.0)
         rows.append(
@@ -221,6 +321,7 @@ def summary_quality(summary: Summary) -> dict[str, Any]:
                 "label": q.CLASS_LABELS[name],
                 "total": r["total"],
                 "kept": r["kept"],
+                "declared": None,
                 "ratio": r["ratio"],
                 "floor": floor,
                 "passed": r["ratio"] is None or r["ratio"] >= floor,
@@ -229,12 +330,14 @@ def summary_quality(summary: Summary) -> dict[str, Any]:
         )
     return {
         "available": True,
-        "source": source,
-        "validator": record.validator_version if record is not None else q.RULES_6,
+        "source": "record",
+        "validator": record.validator_version,
         "rows": rows,
         "fabricated": fabricated,
-        "fabricated_count": fabricated_count,
+        "fabricated_count": len(fabricated),
         "max_fabricated": quality["max_fabricated"],
+        "contradictions": [],
+        "dropped": [],
     }
 
 

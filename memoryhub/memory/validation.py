@@ -214,6 +214,11 @@ def validate_summary(
             add(name, problems, ok_detail)
         checks[-5]["retention"] = report_7["units"]
         checks[-4]["obligations"] = report_7["obligations"]
+        checks[-4]["totals"] = {
+            "total": report_7["obligations_total"],
+            "kept": report_7["obligations_kept"],
+            "declared": sum(1 for o in verdict.obligations if o.state == "declared"),
+        }
         checks[-3]["fabricated"] = report_7["fabricated"]
         checks[-2]["contradictions"] = report_7["contradictions"]
         declared = v.declared_list(verdict, content)

@@ -358,6 +358,63 @@ CASES: list[dict] = [
             "Do not page Marcus Lee before 08:00."
         ),
     },
+    {
+        "name": "java-stack-trace",
+        "genre": "stack-trace",
+        "events": [
+            (
+                "tool_result",
+                "tool",
+                "java.lang.IllegalStateException: Ledger entry LE-88213 already settled\n"
+                "\tat com.acme.ledger.SettlementService.settle(SettlementService.java:217)\n"
+                "\tat com.acme.ledger.BatchJob.run(BatchJob.java:64)\n"
+                "Caused by: org.postgresql.util.PSQLException: ERROR: duplicate key value violates unique "
+                "constraint \"settlement_entry_uniq\"",
+            ),
+            ("message", "assistant", "Batch run retried entry LE-88213; the unique constraint settlement_entry_uniq blocked it."),
+        ],
+        "must_keep": [
+            "java.lang.IllegalStateException", "LE-88213", "SettlementService.java:217", "BatchJob.java:64",
+            "org.postgresql.util.PSQLException", "settlement_entry_uniq",
+        ],
+        "obligations": [],
+        "summary": (
+            "java.lang.IllegalStateException: ledger entry LE-88213 already settled, thrown in "
+            "com.acme.ledger.SettlementService.settle (SettlementService.java:217) from com.acme.ledger.BatchJob.run "
+            "(BatchJob.java:64); caused by org.postgresql.util.PSQLException: duplicate key value violates unique "
+            "constraint settlement_entry_uniq. The batch run had retried entry LE-88213."
+        ),
+    },
+    {
+        "name": "invoice-csv",
+        "genre": "table",
+        "events": [
+            (
+                "tool_result",
+                "tool",
+                "invoice_id,customer,amount,currency,due\nINV-3301,Globex GmbH,1.250,00,EUR,2026-05-31\n"
+                "INV-3302,Initech Ltd,980.50,USD,2026-06-15",
+            ),
+            ("message", "user", "INV-3301 must be paid by 31 May; do not send reminders for INV-3302 before 15 June."),
+        ],
+        "must_keep": ["INV-3301", "Globex GmbH", "2026-05-31", "INV-3302", "Initech Ltd", "980.50", "2026-06-15", "31 May", "15 June"],
+        "obligations": [("INV-3301 must be paid by 31 May", "positive"), ("do not send reminders for INV-3302", "negative")],
+        "summary": (
+            "Invoices (invoice_id, customer, amount, currency, due): INV-3301 (Globex GmbH, 1.250,00 EUR, due 2026-05-31) and INV-3302 (Initech Ltd, 980.50 USD, "
+            "due 2026-06-15).\nINV-3301 must be paid by 31 May; do not send reminders for INV-3302 before 15 June."
+        ),
+    },
+    {
+        "name": "japanese-chat",
+        "genre": "chat-ja",
+        "events": [
+            ("message", "user", "注文番号A-20931の配送先を東京都港区に変更してください。"),
+            ("decision", "assistant", "配送日を4月14日に変更することを決定しました。追跡番号はJP7741223305です。"),
+        ],
+        "must_keep": ["A-20931", "4月14日", "JP7741223305"],
+        "obligations": [("変更することを決定しました", "positive")],
+        "summary": "注文番号A-20931の配送先を東京都港区に変更してください。配送日を4月14日に変更することを決定しました。追跡番号はJP7741223305です。",
+    },
 ]
 
 # The chat summary rewritten by someone who gets every detail wrong (issue #28): wrong order number,

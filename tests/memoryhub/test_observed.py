@@ -17,7 +17,7 @@ from memoryhub.models import CompactionJob, Summary, SummaryStatus, WorkflowSour
 from tests.factories import append, make_workflow
 
 ACTOR = Actor.system("claude-code-hook")
-# A summary that keeps what the covered turns say (passes the default rules-6 validator).
+# A summary that keeps what the covered turns say (passes the default rules-7 validator).
 KEEPS_ALL = "The user works on the payments service; the API returns 401 Unauthorized."
 CLAUDE = {"name": "claude-code", "model": "claude-sonnet-4-5", "settings": {"autoCompact": True}}
 
@@ -318,7 +318,7 @@ def test_a_failing_observed_compaction_is_judged_but_still_recorded_as_what_the_
     )
     assert result.validation == "failed" and result.activation == "activated"
     first, waiver = list(result.summary.validations.order_by("created_at", "id"))
-    assert not first.passed and "salient_retention" in lifecycle.failed_checks(first)
+    assert not first.passed and "unit_retention" in lifecycle.failed_checks(first)
     assert waiver.waived_checks and waiver.waived_by == str(ACTOR)
     waive_event = result.summary.lifecycle_events.get(action="waive")
     assert "already reads" in waive_event.reason

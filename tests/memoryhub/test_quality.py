@@ -208,7 +208,7 @@ def test_quality_settings_are_checked():
     assert q.quality_errors(
         {"floors": {"paths": 1.5, "colours": 0.5}, "validator": "rules-9", "max_fabricated": -1}
     ) == [
-        ("quality.validator", "must be one of rules-5, rules-6"),
+        ("quality.validator", "must be one of rules-5, rules-6, rules-7"),
         ("quality.floors.paths", "must be a number from 0 to 1"),
         ("quality.floors.colours", f"unknown class; known: {', '.join(q.RETENTION_CLASSES)}"),
         ("quality.max_fabricated", "must be a whole number ≥ 0"),
@@ -248,7 +248,7 @@ def test_decay_names_the_first_version_that_lost_a_token_and_what_restored_it():
     assert result["curve"]["paths"] == [1.0, 0.0, 0.5]
 
 
-# -- the demo: rules-5 story kept, rules-6 visible on the pages ---------------------------------
+# -- the demo: rules-5 story kept, rules-7 visible on the pages ---------------------------------
 
 
 @pytest.fixture
@@ -266,12 +266,12 @@ def test_demo_s3_was_validated_by_rules_5_and_its_page_shows_the_retention_gap(l
 
     s3 = Summary.objects.get(workflow__external_id=scenario.WORKFLOW_ID, version=3)
     assert s3.validations.latest("created_at").validator_version == "rules-5"
-    assert run_validator(s3).validator_version == "rules-6"  # the default for anything new
+    assert run_validator(s3).validator_version == "rules-7"  # the default for anything new
     assert not run_validator(s3).passed
     html = loaded.get(f"/summaries/{s3.summary_id}/").content.decode()
-    assert 'id="retention-table"' in html
-    row = html.split('data-class="status_codes"')[1].split("</tr>")[0]
-    assert "below floor" in row and "<code>401</code>" in row and ">8<" in row and ">9<" in row
+    assert 'id="retention-table"' in html and "measured now with rules-7" in html
+    row = html.split('data-class="obligations"')[1].split("</tr>")[0]
+    assert "below floor" in row and "seq 7 (lost): Unauthenticated requests must return 401" in row
     wf_html = loaded.get(f"/workflows/{scenario.WORKFLOW_ID}/").content.decode()
     assert 'id="chart-decay"' in wf_html and 'id="decay-table"' in wf_html
     assert 'id="threshold-table"' in wf_html and "18,000 tokens" in wf_html

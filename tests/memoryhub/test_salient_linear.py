@@ -57,7 +57,7 @@ def _patterns() -> dict[str, re.Pattern[str]]:
 
 
 PATTERNS = _patterns()
-BUDGET_S = 1.5  # a quadratic pattern on 100k chars takes minutes; linear ones take milliseconds
+BUDGET_S = 2.5  # a quadratic pattern on 100k chars takes minutes; linear ones take milliseconds (machine shared)
 
 
 def test_the_module_has_patterns_to_time():
@@ -83,4 +83,4 @@ def test_the_extractor_is_linear_on_hostile_input(label):
     salient.units(text + " ")  # uncached (long text)
     salient.obligations("You must keep this. " + text)
     took = time.perf_counter() - began
-    assert took < 3 * BUDGET_S, f"extractor took {took:.2f}s on {label}"
+    assert took < 4 * BUDGET_S, f"extractor took {took:.2f}s on {label}"
