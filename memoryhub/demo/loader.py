@@ -516,9 +516,8 @@ DEMO_ALERT = {
 }
 
 
-# The review story is pinned to extractive-v2: its S2 must pass rules-6, which cannot tell a drop
-# extractive-v3 declares (content.dropped) from a silent loss.
-REVIEW_COMPACTOR = "extractive-v2"
+# The review story runs the default compactor (extractive-v3) under the default validator (rules-7).
+REVIEW_COMPACTOR = None
 
 
 def _compact_now(workflow: Workflow, actor: Actor, task_id: str) -> tuple[CompactionJob, Summary]:
