@@ -177,6 +177,7 @@ MEMORYHUB_MODEL_PRICES = {
     "gpt-4o-mini": (0.15, 0.60),
     "extractive-v1": (0.0, 0.0),
     "extractive-v2": (0.0, 0.0),
+    "extractive-v3": (0.0, 0.0),
 }
 
 # --- Alert channels ------------------------------------------------------------------------
@@ -191,7 +192,7 @@ MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = env.list("MEMORYHUB_CHANNEL_ALLOWED_NETWORK
 MEMORYHUB_REGEX_SEARCH_SECONDS = env.float("MEMORYHUB_REGEX_SEARCH_SECONDS", default=1.0)
 
 # --- Compaction jobs ---------------------------------------------------------------------
-MEMORYHUB_DEFAULT_COMPACTOR = env("MEMORYHUB_DEFAULT_COMPACTOR", default="extractive-v2")
+MEMORYHUB_DEFAULT_COMPACTOR = env("MEMORYHUB_DEFAULT_COMPACTOR", default="extractive-v3")
 # A RUNNING attempt whose worker went silent this long is taken over by the next delivery.
 MEMORYHUB_COMPACTION_LEASE_SECONDS = env.float("MEMORYHUB_COMPACTION_LEASE_SECONDS", default=600)
 MEMORYHUB_COMPACTION_MAX_DELIVERIES = env.int("MEMORYHUB_COMPACTION_MAX_DELIVERIES", default=5)

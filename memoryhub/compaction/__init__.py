@@ -19,6 +19,7 @@ from memoryhub.compaction.base import (
 
 # Importing the built-in compactors registers them: any import of memoryhub.compaction.* runs this
 # package first, so get_compactor() always sees them (and base.py never imports its plug-ins).
+from memoryhub.compaction.budgeted import ExtractiveCompactorV3
 from memoryhub.compaction.extractive import ExtractiveCompactor
 from memoryhub.compaction.openai_chat import OpenAIChatCompactor
 from memoryhub.compaction.tokens import DEFAULT_ENCODING, count_json_tokens, count_tokens
@@ -37,6 +38,7 @@ __all__ = [
     "Compactor",
     "CompactorUnavailable",
     "ExtractiveCompactor",
+    "ExtractiveCompactorV3",
     "InvalidCompactionInput",
     "NothingToCompact",
     "OpenAIChatCompactor",

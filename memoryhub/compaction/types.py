@@ -71,3 +71,54 @@ class CompactionResult:
     @property
     def content_hash(self) -> str:
         return sha256_hex(self.content_bytes)
+
+
+# -- the ``dropped`` manifest (extractive-v3) ------------------------------------------------------
+# content["dropped"]: what a compactor left out for budget, so a drop is declared, never silent.
+# Each entry is {"seq": int, "kind": one of DROPPED_KINDS, "text": str, "units": [str, ...]}.
+# An entry whose text starts with "seqs A-B" stands for every seq in A..B (aggregated so the
+# manifest itself fits the budget); otherwise it names the single event ``seq``.
+DROPPED_FIELD = "dropped"
+DROPPED_KINDS: tuple[str, ...] = ("obligation", "decision", "open_item", "unit", "narrative")
+_RANGE_PREFIX = "seqs "
+
+
+def range_text(first: int, last: int, rest: str = "") -> str:
+    """The text of an aggregated manifest entry covering seqs ``first..last``."""
+    head = f"{_RANGE_PREFIX}{first}-{last}"
+    return f"{head}: {rest}" if rest else head
+
+
+def dropped_seqs(entry: dict[str, Any]) -> range:
+    """The event seqs a manifest entry declares dropped (one seq, or an aggregated range)."""
+    seq = int(entry["seq"])
+    text = entry.get("text", "")
+    if isinstance(text, str) and text.startswith(_RANGE_PREFIX):
+        span = text[len(_RANGE_PREFIX) :].split(":", 1)[0].strip()
+        first, _, last = span.partition("-")
+        if first.isdigit() and last.isdigit():
+            return range(int(first), int(last) + 1)
+    return range(seq, seq + 1)
+
+
+def manifest_problems(value: Any) -> list[tuple[str, str]]:
+    """(field, message) for every way ``value`` is not a valid ``dropped`` manifest."""
+    if not isinstance(value, list):
+        return [("content.dropped", "must be a list of {seq, kind, text, units}")]
+    problems = []
+    for i, entry in enumerate(value):
+        where = f"content.dropped[{i}]"
+        if not isinstance(entry, dict) or set(entry) != {"seq", "kind", "text", "units"}:
+            problems.append((where, "must be an object with exactly seq, kind, text, units"))
+            continue
+        seq = entry["seq"]
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+            problems.append((f"{where}.seq", "must be a positive integer (an event seq)"))
+        if entry["kind"] not in DROPPED_KINDS:
+            problems.append((f"{where}.kind", f"must be one of {', '.join(DROPPED_KINDS)}"))
+        if not isinstance(entry["text"], str):
+            problems.append((f"{where}.text", "must be a string"))
+        units = entry["units"]
+        if not isinstance(units, list) or not all(isinstance(u, str) for u in units):
+            problems.append((f"{where}.units", "must be a list of strings"))
+    return problems

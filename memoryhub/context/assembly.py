@@ -13,6 +13,10 @@ carries two identifiers:
   server learns what it actually served and when, without logging every read. It is deterministic:
   two reads of the same state get the same id.
 
+``include_dropped`` adds the events the served summary's ``dropped`` manifest declares it left out
+(extractive-v3): a reader that needs a dropped detail fetches it by the seq the summary names,
+in pages (``dropped_from_seq`` / ``next_from_seq``), never silently cut.
+
 Reads cost two queries (the workflow row with its active summary, then the tail by the
 ``(workflow, seq)`` unique index), independent of how long the history is.
 """
@@ -24,9 +28,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core import signing
+from django.db.models import Q
 from rest_framework.fields import DateTimeField
 
 from audit.models import Purge
+from memoryhub.compaction.types import DROPPED_FIELD, dropped_seqs
 from memoryhub.core.canonical import hash_value
 from memoryhub.core.errors import Conflict, InvalidInput
 from memoryhub.memory.summaries import summary_dict
@@ -166,7 +172,70 @@ def _event_out(row: dict[str, Any], purge_ids: dict[int, str]) -> dict[str, Any]
     return out
 
 
-def assemble_context(workflow: Workflow, *, min_seq: int | None = None) -> dict[str, Any]:
+DROPPED_PAGE = 200  # events per page of a dropped-events read (at most DROPPED_PAGE_MAX)
+DROPPED_PAGE_MAX = 1000
+
+
+def _declared_spans(summary: Summary) -> list[tuple[int, int]]:
+    """The seq spans the summary's manifest declares dropped, merged, inside its coverage."""
+    try:
+        manifest = json.loads(summary.content).get(DROPPED_FIELD) or []
+    except (ValueError, AttributeError):
+        return []
+    spans: list[tuple[int, int]] = []
+    for entry in manifest:
+        seqs = dropped_seqs(entry)
+        first, last = max(seqs.start, summary.covers_from_seq), min(seqs.stop - 1, summary.covers_to_seq)
+        if first <= last:
+            spans.append((first, last))
+    merged: list[tuple[int, int]] = []
+    for first, last in sorted(spans):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+        else:
+            merged.append((first, last))
+    return merged
+
+
+def dropped_events(
+    workflow: Workflow, summary: Summary | None, *, from_seq: int = 0, limit: int = DROPPED_PAGE
+) -> dict[str, Any]:
+    """One page of the events ``summary`` declares dropped (seq > ``from_seq``, in seq order)."""
+    spans = _declared_spans(summary) if summary is not None else []
+    page: dict[str, Any] = {
+        "summary_id": summary.summary_id if summary is not None else None,
+        "declared_seqs": sum(last - first + 1 for first, last in spans),
+        "events": [],
+        "next_from_seq": None,
+    }
+    wanted = [(max(first, from_seq + 1), last) for first, last in spans if last > from_seq]
+    if not wanted:
+        return page
+    where = Q()
+    for first, last in wanted:
+        where |= Q(seq__gte=first, seq__lte=last)
+    rows = list(
+        Event.objects.filter(where, workflow=workflow).order_by("seq").values(*EVENT_API_FIELDS)[: limit + 1]
+    )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    purge_ids: dict[int, str] = {}
+    if any(row["purge_id"] for row in rows):
+        wanted_purges = {row["purge_id"] for row in rows if row["purge_id"]}
+        purge_ids = dict(Purge.objects.filter(pk__in=wanted_purges).values_list("pk", "purge_id"))
+    page["events"] = [_event_out(row, purge_ids) for row in rows]
+    page["next_from_seq"] = rows[-1]["seq"] if more else None
+    return page
+
+
+def assemble_context(
+    workflow: Workflow,
+    *,
+    min_seq: int | None = None,
+    include_dropped: bool = False,
+    dropped_from_seq: int = 0,
+    dropped_limit: int = DROPPED_PAGE,
+) -> dict[str, Any]:
     """The context for ``workflow`` as loaded (with ``active_summary`` selected): one snapshot.
 
     ``min_seq`` is the read-after-write guard: a head below it is a 409, never a stale answer.
@@ -205,6 +274,9 @@ def assemble_context(workflow: Workflow, *, min_seq: int | None = None) -> dict[
         head_seq=head,
     )
     refs = [(row["seq"], row["content_hash"], row["token_count"]) for row in rows]
+    extra: dict[str, Any] = {}
+    if include_dropped:
+        extra["dropped"] = dropped_events(workflow, summary, from_seq=dropped_from_seq, limit=dropped_limit)
     return {
         "workflow": workflow.external_id,
         "summary": _summary_out(summary) if summary else None,
@@ -216,4 +288,5 @@ def assemble_context(workflow: Workflow, *, min_seq: int | None = None) -> dict[
         "tokens": {"summary": summary_tokens, "tail": tail_tokens, "total": summary_tokens + tail_tokens},
         "context_id": issue_context_id(coords),
         "manifest_hash": manifest_hash(workflow, summary, refs, head),
+        **extra,
     }

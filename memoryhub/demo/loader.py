@@ -524,11 +524,15 @@ DEMO_ALERT = {
 }
 
 
+# The review story runs the default compactor (extractive-v3) under the default validator (rules-7).
+REVIEW_COMPACTOR = None
+
+
 def _compact_now(workflow: Workflow, actor: Actor, task_id: str) -> tuple[CompactionJob, Summary]:
     """Request a compaction and run it with the worker's own function, in this process: the
     finished job and the summary it produced."""
     with transaction.atomic():
-        job, _ = request_compaction(workflow, actor=actor)
+        job, _ = request_compaction(workflow, actor=actor, compactor=REVIEW_COMPACTOR)
     run_job(job.pk, task_id)
     job.refresh_from_db()
     if job.summary is None:

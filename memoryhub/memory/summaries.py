@@ -19,6 +19,7 @@ from django.db import transaction
 from django.db.models import Count, Field
 
 from audit.log import record
+from memoryhub.compaction.types import DROPPED_FIELD, manifest_problems
 from memoryhub.core.actors import Actor
 from memoryhub.core.canonical import HASH_PREFIX, canonical_bytes, sha256_hex
 from memoryhub.core.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
@@ -44,7 +45,11 @@ from memoryhub.models.traces import TRACE_CALL_FIELDS, TRACE_READ_FIELDS
 SUPPORTED_SCHEMAS = frozenset({SUMMARY_SCHEMA, OPAQUE_SCHEMA})
 # "salient": optional {class: [token]} of identifiers, paths, numbers… kept verbatim (extractive-v2).
 # ITEM_FIELDS: a framework's encrypted item inside readable content (``memoryhub.core.opaque``).
-CONTENT_FIELDS = frozenset({"schema", "narrative", "facts", "open_items", "salient", *ITEM_FIELDS})
+# "dropped": optional manifest of what a compactor left out for budget (extractive-v3;
+# ``memoryhub.compaction.types.manifest_problems`` is its shape).
+CONTENT_FIELDS = frozenset(
+    {"schema", "narrative", "facts", "open_items", "salient", DROPPED_FIELD, *ITEM_FIELDS}
+)
 FACT_FIELDS = frozenset({"key", "kind", "text", "state", "source_seqs"})
 COMPACTOR_FIELDS = {
     # API name -> Summary column
@@ -216,6 +221,16 @@ def check_content(content: Any, start: int, end: int) -> dict[str, Any]:
             f"must be an object of class ({', '.join(TOKEN_CLASSES)}) → list of strings",
             "invalid_content",
         )
+    if DROPPED_FIELD in content:
+        for field, message in manifest_problems(content[DROPPED_FIELD]):
+            raise _bad(field, message, "invalid_content")
+        outside = sorted({e["seq"] for e in content[DROPPED_FIELD] if not start <= e["seq"] <= end})
+        if outside:
+            raise _bad(
+                "content.dropped",
+                f"declares seq(s) {outside} outside the coverage {start}..{end}",
+                "dropped_outside_coverage",
+            )
     try:
         json.dumps(content, allow_nan=False)
     except ValueError as exc:

@@ -52,8 +52,9 @@ from triggers.policy import policy_for
 logger = logging.getLogger(__name__)
 
 TASK_NAME = "memoryhub.compaction.run"
-# extractive-v2 keeps the salient tokens rules-6 checks; extractive-v1 stays registered for history.
-DEFAULT_COMPACTOR = "extractive-v2"
+# extractive-v3 fills its budget in priority order and declares what it drops; extractive-v1/v2 stay
+# registered (byte-identical) so recorded outcomes reproduce.
+DEFAULT_COMPACTOR = "extractive-v3"
 
 FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED)
 

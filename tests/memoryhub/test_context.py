@@ -166,3 +166,83 @@ def test_a_concurrent_append_cannot_slip_into_a_read(tenant):
     assert body["head_seq"] == 3 and [e["seq"] for e in body["tail"]] == [1, 2, 3]
     assert Event.objects.filter(workflow=workflow).count() == 4
     assert Workflow.objects.get(pk=workflow.pk).head_seq == 4
+
+
+# -- include_dropped: the events the active summary's manifest declares left out -------------------
+
+
+def _with_manifest(workflow, end: int, manifest: list[dict]):
+    from tests.factories import content_for
+
+    content = content_for(1, end)
+    content["dropped"] = manifest
+    # The read is under test, not the verdict: rules-5 (structured facts) validates the fixture.
+    return activated(workflow, 1, end, content=content, validator="rules-5")
+
+
+def test_include_dropped_returns_the_events_the_manifest_names_in_pages(api, tenant):
+    workflow = build_workflow(tenant, "wf", n=30)
+    summary = _with_manifest(
+        workflow,
+        22,
+        [
+            {"seq": 3, "kind": "unit", "text": "", "units": ["4471-2290-18"]},
+            {"seq": 5, "kind": "narrative", "text": "seqs 5-9", "units": []},
+            {"seq": 12, "kind": "obligation", "text": "", "units": ["401"]},
+        ],
+    )
+    assert "dropped" not in read(api).json()  # only on request
+    body = read(api, include_dropped="true").json()
+    page = body["dropped"]
+    assert page["summary_id"] == summary.summary_id and page["declared_seqs"] == 7
+    assert [e["seq"] for e in page["events"]] == [3, 5, 6, 7, 8, 9, 12]
+    assert page["next_from_seq"] is None
+    listed = {e["seq"]: e for e in api.get("/api/v1/workflows/wf/events/").json()["events"]}
+    assert all(e == listed[e["seq"]] for e in page["events"])  # the events API's shape
+    # Paged: nothing is cut without a cursor to the rest.
+    first = read(api, include_dropped="1", dropped_limit=4).json()["dropped"]
+    assert [e["seq"] for e in first["events"]] == [3, 5, 6, 7] and first["next_from_seq"] == 7
+    rest = read(api, include_dropped="1", dropped_limit=4, dropped_from_seq=7).json()["dropped"]
+    assert [e["seq"] for e in rest["events"]] == [8, 9, 12] and rest["next_from_seq"] is None
+
+
+def test_include_dropped_without_a_manifest_or_summary_is_empty(api, tenant):
+    workflow = build_workflow(tenant, "wf", n=10)
+    assert read(api, include_dropped="true").json()["dropped"] == {
+        "summary_id": None,
+        "declared_seqs": 0,
+        "events": [],
+        "next_from_seq": None,
+    }
+    activated(workflow, 1, 8, validator="rules-5")
+    assert read(api, include_dropped="true").json()["dropped"]["declared_seqs"] == 0
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"include_dropped": "maybe"},
+        {"include_dropped": "true", "dropped_limit": "0"},
+        {"include_dropped": "true", "dropped_limit": "1001"},
+        {"include_dropped": "true", "dropped_from_seq": "-1"},
+        {"include_dropped": "true", "dropped_from_seq": "x"},
+    ],
+)
+def test_bad_dropped_parameters_are_a_400(api, tenant, params):
+    build_workflow(tenant, "wf", n=5)
+    r = read(api, **params)
+    assert r.status_code == 400 and r.json()["error"] == "invalid_parameter", r.content
+
+
+def test_a_manifest_outside_the_coverage_is_refused_at_creation(api, tenant):
+    from memoryhub.core.errors import InvalidInput as Bad
+    from tests.factories import candidate, content_for
+
+    workflow = build_workflow(tenant, "wf", n=10)
+    content = content_for(1, 8)
+    content["dropped"] = [{"seq": 9, "kind": "unit", "text": "", "units": ["x"]}]
+    with pytest.raises(Bad, match="outside the coverage"):
+        candidate(workflow, 1, 8, content=content)
+    content["dropped"] = [{"seq": 2, "kind": "guess", "text": "", "units": []}]
+    with pytest.raises(Bad, match="must be one of"):
+        candidate(workflow, 1, 8, content=content)

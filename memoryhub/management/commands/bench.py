@@ -169,8 +169,13 @@ class Command(BaseCommand):
             "--quality-sizes",
             dest="quality_sizes",
             type=_sizes,
-            default=[1_000, 10_000, 100_000],
+            default=list(quality.DEFAULT_SIZES),
             help="quality: corpus sizes in events (comma-separated)",
+        )
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="quality: exit non-zero when a target (memoryhub.bench.quality.TARGETS) is missed",
         )
 
     def handle(self, *args, names, **opts):
@@ -197,4 +202,7 @@ class Command(BaseCommand):
         path = out_dir / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
         path.write_text(json.dumps(report, indent=2))
         self.stdout.write(f"written {path}")
+        missed = results.get("quality", {}).get("missed", [])
+        if opts.get("check") and missed:
+            raise CommandError("quality targets missed:\n  " + "\n  ".join(missed))
         self.last_report_path = path

@@ -60,6 +60,22 @@ def int_param(
     return value
 
 
+_TRUE, _FALSE = frozenset({"true", "1", "yes"}), frozenset({"false", "0", "no"})
+
+
+def bool_param(params: Any, name: str, default: bool) -> bool:
+    """A boolean query parameter (true/false, 1/0, yes/no); anything else is a 400."""
+    raw = params.get(name)
+    if raw in (None, ""):
+        return default
+    value = str(raw).strip().lower()
+    if value in _TRUE or value in _FALSE:
+        return value in _TRUE
+    raise InvalidInput(
+        f"query parameter {name!r} must be true or false, got {raw!r}", code="invalid_parameter"
+    )
+
+
 def body_object(request) -> dict[str, Any]:
     """request.data as a dict, or a clear 400 (a list or scalar body is not an object)."""
     data = request.data

@@ -9,12 +9,12 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 
-from memoryhub.context.assembly import assemble_context
+from memoryhub.context.assembly import DROPPED_PAGE, DROPPED_PAGE_MAX, assemble_context
 from memoryhub.context.traces import record_artifact, record_trace
 from memoryhub.core.errors import NotFound
 from memoryhub.models import Artifact, ConsumerTrace
 from memoryhub.models.traces import TRACE_API_FIELDS
-from memoryhub.web.api.common import WF, TenantAPIView, body_object, int_param
+from memoryhub.web.api.common import WF, TenantAPIView, body_object, bool_param, int_param
 from memoryhub.web.api.pagination import StandardPagination
 from memoryhub.web.api.serializers import ErrorSerializer, EventSerializer
 
@@ -52,6 +52,21 @@ class ContextSerializer(serializers.Serializer):
     )
     context_id = serializers.CharField(help_text="Signed id of this read; quote it in the consumer trace.")
     manifest_hash = serializers.CharField(help_text="sha256 of the canonical manifest of what was returned.")
+    dropped = inline_serializer(
+        "ContextDroppedEvents",
+        {
+            "summary_id": serializers.CharField(allow_null=True),
+            "declared_seqs": serializers.IntegerField(
+                help_text="Seqs the summary's manifest declares dropped."
+            ),
+            "events": EventSerializer(many=True),
+            "next_from_seq": serializers.IntegerField(
+                allow_null=True, help_text="Pass as dropped_from_seq for the next page; null: no more."
+            ),
+        },
+        required=False,
+        help_text="Only with include_dropped=true: the events the served summary's `dropped` manifest names.",
+    )
 
 
 class TraceInSerializer(serializers.Serializer):
@@ -158,13 +173,38 @@ class WorkflowContext(TenantAPIView):
         parameters=[
             OpenApiParameter(
                 "min_seq", int, description="Read-after-write guard: 409 if the head is below this seq."
-            )
+            ),
+            OpenApiParameter(
+                "include_dropped",
+                bool,
+                description="true: also return the events the summary's `dropped` manifest declares left out.",
+            ),
+            OpenApiParameter(
+                "dropped_from_seq", int, description="Page cursor: dropped events after this seq."
+            ),
+            OpenApiParameter(
+                "dropped_limit",
+                int,
+                description=f"Dropped events per page (1–{DROPPED_PAGE_MAX}, default {DROPPED_PAGE}).",
+            ),
         ],
         responses={200: ContextSerializer, 400: ErrorSerializer, 404: ErrorSerializer, 409: ErrorSerializer},
     )
     def get(self, request, wf: str):
-        min_seq = int_param(request.query_params, "min_seq", None)
-        return Response(assemble_context(self.workflow(wf), min_seq=min_seq))
+        params = request.query_params
+        min_seq = int_param(params, "min_seq", None)
+        include_dropped = bool_param(params, "include_dropped", False)
+        from_seq = int_param(params, "dropped_from_seq", 0) or 0
+        limit = int_param(params, "dropped_limit", DROPPED_PAGE, minimum=1, maximum=DROPPED_PAGE_MAX)
+        return Response(
+            assemble_context(
+                self.workflow(wf),
+                min_seq=min_seq,
+                include_dropped=include_dropped,
+                dropped_from_seq=from_seq,
+                dropped_limit=limit or DROPPED_PAGE,
+            )
+        )
 
 
 class TraceFilter(django_filters.FilterSet):
