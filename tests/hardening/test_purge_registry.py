@@ -8,6 +8,8 @@ neither, so a new model cannot store event text behind the purge's back.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.apps import apps
 from django.db import models
@@ -19,7 +21,7 @@ from audit.purge import REACHERS, _rows_in_reach, purge_events
 from memoryhub.core.actors import Actor
 from memoryhub.models import OtelSpan, SpanMapping, Summary, Workflow
 from memoryhub.models.purgeable import CONTENT_FREE, EVENT_TEXT, Reach, column_label, text_columns
-from tests.factories import append, event, make_workflow
+from tests.factories import make_workflow
 
 
 def all_text_columns() -> set[str]:
@@ -91,29 +93,30 @@ def test_every_registered_scope_is_a_valid_query(tenant):
 def test_a_deferred_compaction_read_before_a_purge_is_not_built_after_it(tenant, alice):
     """The epoch re-check where held work is executed: the ingest read the span (and the workflow's
     purge epoch) before the purge committed; building it afterwards writes nothing."""
-    from memoryhub.integrations.otel_ingest import _record_compaction
+    from memoryhub.integrations.otel_ingest import _record_compaction, decode_request, ingest
+    from tests.hardening.test_purge_probe import _otlp_spans
 
-    wf = make_workflow(tenant, "held")
-    append(wf, [event(1, content="The customer's private card number is 4111 1111 1111 1111.")])
-    row = OtelSpan.objects.create(
-        tenant=tenant,
-        trace_id="a" * 32,
-        span_id="b" * 16,
-        workflow=wf,
-        mapped_to=SpanMapping.DEFERRED,
-        start_time_unix_nano=10,
-        attributes={"gen_ai.compaction.summary": "card 4111 1111 1111 1111"},
-    )
-    OtelSpan.objects.create(
-        tenant=tenant, trace_id="a" * 32, span_id="c" * 16, workflow=wf, mapped_to="event", seq=1
-    )
+    class Planted:
+        token = "4111-1111-1111-1111"
+        sentence = f"The customer's private card number is {token}, keep it out of every report."
+
+    compaction, secret, early = _otlp_spans(Planted, "held")  # type: ignore[arg-type]
+
+    def send(span: dict) -> None:
+        body = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": [span]}]}]}
+        ingest(tenant, *decode_request(json.dumps(body).encode(), "application/json"), Actor.system("otel"))
+
+    send(compaction)
+    send(secret)
+    wf = Workflow.objects.get(tenant=tenant, external_id="held")
     read = Workflow.objects.get(pk=wf.pk)  # the ingest's view, before the purge
-    held = OtelSpan.objects.get(pk=row.pk)
+    held = OtelSpan.objects.get(workflow=wf, mapped_to=SpanMapping.DEFERRED)
     outcome = purge_events(wf, {"seqs": [1]}, Actor.user("alice"), "erasure request")
-    assert outcome.settled == [row.span_id]
+    assert outcome.settled == [held.span_id]
 
+    send(early)  # an event the compaction covers arrives: the held row, read before the purge, is built
     assert _record_compaction(read, held, Actor.system("otel")) is False
     assert not Summary.objects.filter(workflow=wf).exists()
-    row.refresh_from_db()
-    assert row.mapped_to == SpanMapping.KEPT and "4111" not in str(row.attributes)
-    assert row.attributes["memoryhub.settled_by_purge"] == outcome.purge.purge_id
+    held.refresh_from_db()
+    assert held.mapped_to == SpanMapping.KEPT and Planted.token not in str(held.attributes)
+    assert held.attributes["memoryhub.settled_by_purge"] == outcome.purge.purge_id
