@@ -10,13 +10,11 @@ walker fails on a digest column of any model that no check covers.
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
 
 import pytest
 from django.apps import apps
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
 
 from audit.models import AuditEntry, Payload, SummaryComment
 from audit.review import add_comment
@@ -24,6 +22,7 @@ from audit.verify import CHAIN_COLUMNS, DIGEST_CHECKS, UNVERIFIABLE, payload_own
 from memoryhub.core.actors import Actor
 from memoryhub.memory.observed import record_observed_compaction
 from memoryhub.models import Event, LifecycleEvent, Summary, ValidationRecord
+from tests.audit.tamper import append_only_off
 from tests.factories import activated, history, make_workflow, purge
 
 tampering = pytest.mark.impossible_state("rows edited by a table owner behind the append-only triggers")
@@ -44,31 +43,8 @@ def test_every_digest_column_of_every_model_is_checked_or_declared_unverifiable(
     assert not (set(DIGEST_CHECKS) | CHAIN_COLUMNS | set(UNVERIFIABLE)) - columns, "stale entries"
 
 
-@contextmanager
-def triggers_off():
-    """A table owner's session: the append-only triggers of every table off (test transaction only)."""
-    tables = connection.introspection.table_names()
-    with connection.cursor() as cur:
-        if connection.vendor == "sqlite":
-            cur.execute("INSERT INTO memoryhub_append_only_bypass (id) VALUES (1)")
-        else:
-            cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
-            for table in tables:
-                cur.execute(f"ALTER TABLE {connection.ops.quote_name(table)} DISABLE TRIGGER USER")
-    try:
-        yield
-    finally:
-        with connection.cursor() as cur:
-            if connection.vendor == "sqlite":
-                cur.execute("DELETE FROM memoryhub_append_only_bypass")
-            else:
-                for table in tables:
-                    cur.execute(f"ALTER TABLE {connection.ops.quote_name(table)} ENABLE TRIGGER USER")
-                cur.execute("SET CONSTRAINTS ALL DEFERRED")
-
-
 def owner_update(model, pk, **values) -> None:
-    with triggers_off():
+    with append_only_off():
         assert model._base_manager.filter(pk=pk).update(**values) == 1
 
 
