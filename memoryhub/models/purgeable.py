@@ -139,7 +139,7 @@ def split_check(check: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 #
 # Every text, JSON or binary column of every model (and every CharField longer than a short code) is
 # named either in EVENT_TEXT (it can hold text derived from events: the purge reaches it) or in
-# CONTENT_FREE (with the reason it cannot). tests/hardening/test_purge_registry.py walks
+# CONTENT_FREE (with the reason it cannot). tests/trust/test_purge_registry.py walks
 # django.apps.get_models() and fails on a column in neither, so a new surface cannot store event text
 # the purge does not know about. audit.purge runs one reacher per Reach (a test checks each has one).
 

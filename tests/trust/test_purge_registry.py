@@ -94,7 +94,7 @@ def test_a_deferred_compaction_read_before_a_purge_is_not_built_after_it(tenant,
     """The epoch re-check where held work is executed: the ingest read the span (and the workflow's
     purge epoch) before the purge committed; building it afterwards writes nothing."""
     from memoryhub.integrations.otel_ingest import _record_compaction, decode_request, ingest
-    from tests.hardening.test_purge_probe import _otlp_spans
+    from tests.trust.test_purge_probe import _otlp_spans
 
     class Planted:
         token = "4111-1111-1111-1111"
