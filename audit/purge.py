@@ -19,17 +19,20 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from django.apps import apps
 from django.db import transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from audit.log import record
-from audit.models import Investigation, Purge, SummaryComment
+from audit.models import Investigation, Purge
 from audit.payloads import PurgedText, summary_payloads, tombstone_payloads
 from memoryhub.core.actors import Actor
+from memoryhub.core.canonical import sha256_hex
 from memoryhub.core.errors import Conflict, InvalidInput
 from memoryhub.memory import lifecycle
-from memoryhub.models import Event, Summary, SummaryStatus, Tenant, Workflow
+from memoryhub.models import Event, OtelSpan, SpanMapping, Summary, SummaryStatus, Tenant, Workflow
+from memoryhub.models.purgeable import EVENT_TEXT, EventText, Reach
 from memoryhub.pipeline.jobs import request_compaction
 
 TOMBSTONE_SCHEMA = "memoryhub.purged/v1"
@@ -49,6 +52,8 @@ class PurgeOutcome:
     active_before: str | None = None
     active_after: str | None = None
     payloads: list[int] = field(default_factory=list)
+    settled: list[str] = field(default_factory=list)
+    legacy_unreachable: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +65,7 @@ class PurgeOutcome:
             "active_summary_before": self.active_before,
             "active_summary_after": self.active_after,
             "payloads_purged": len(self.payloads),
+            "deferred_settled": len(self.settled),
             "purge_epoch": cast(Workflow, self.purge.workflow).purge_epoch
             if self.purge.workflow_id
             else None,
@@ -187,7 +193,7 @@ def purge_events(
             purge_id="prg_" + secrets.token_hex(8),
             reason=reason,
             actor=str(actor),
-            selector=selector,
+            selector=_stored_selector(selector),
             event_count=len(seqs),
             seqs=seqs,
             source=source,
@@ -249,7 +255,12 @@ def purge_events(
             derived=summary_payloads(derived, before=purge.at),
         )
         _forget_identifiers(wf, events, detector)
-        _scrub_comments(wf, purge, detector)
+        # Every other registered copy (memoryhub.models.purgeable.EVENT_TEXT): spans, job errors,
+        # comments, the admin site's history...; held work is settled so it is never built.
+        since = min(e.created_at for e in events)
+        _scrub_registered(wf, purge, detector, since)
+        outcome.settled = _settle_deferred(wf, purge)
+        outcome.legacy_unreachable = _count_legacy_quotes(wf, detector)
         if outcome.scrubbed:
             _request_rederivation(wf, actor)
         Purge.objects.filter(pk=purge.pk).update(affected_summaries=outcome.scrubbed)
@@ -270,6 +281,8 @@ def purge_events(
                 "affected_summaries": outcome.scrubbed,
                 "quarantined": outcome.quarantined,
                 "payloads_purged": len(outcome.payloads),
+                "deferred_settled": len(outcome.settled),
+                "legacy_unreachable": outcome.legacy_unreachable,
                 "reason": reason,
                 "source": source,
             },
@@ -304,11 +317,105 @@ def _request_rederivation(workflow: Workflow, actor: Actor) -> None:
             request_compaction(workflow, actor=actor)
 
 
-def _scrub_comments(workflow: Workflow, purge: Purge, detector: PurgedText) -> None:
-    """Reviewers' comments that quote purged content keep who and when, not the text."""
-    for comment in SummaryComment.objects.filter(summary__workflow=workflow).only("pk", "text"):
-        if detector.matches(comment.text):
-            SummaryComment.objects.filter(pk=comment.pk).update(text=unavailable_note(purge))
+def _stored_selector(selector: dict[str, Any]) -> dict[str, Any]:
+    """The selector as the Purge row keeps it: a subject key may be the erased datum, so only its
+    digest is stored (the audit entry already leaves it out)."""
+    if "subject" not in selector:
+        return selector
+    return {"subject_sha256": sha256_hex(selector["subject"].encode())}
+
+
+# Which function of this module reaches each kind of registered copy (a test checks all are here).
+REACHERS: dict[str, str] = {
+    Reach.TOMBSTONE: "purge_events",
+    Reach.SUMMARY: "tombstone_content",
+    Reach.PAYLOAD: "tombstone_payloads",
+    Reach.SCRUB: "_scrub_registered",
+    Reach.IDENTIFIERS: "_forget_identifiers",
+    Reach.INVESTIGATIONS: "_scrub_investigations",
+    Reach.SETTLE_DEFERRED: "_settle_deferred",
+    Reach.LEGACY_EMPTY: "_count_legacy_quotes",
+}
+
+
+def _registered(reach: str) -> dict[str, list[str]]:
+    """model label -> its columns registered with ``reach``."""
+    by_model: dict[str, list[str]] = {}
+    for label, entry in EVENT_TEXT.items():
+        if entry.reach == reach:
+            model_label, name = label.rsplit(".", 1)
+            by_model.setdefault(model_label, []).append(name)
+    return by_model
+
+
+def _rows_in_reach(model: Any, entry: EventText, workflow: Workflow, since: Any) -> QuerySet:
+    """The rows of ``model`` a purge of ``workflow`` reaches (as its registry entry scopes them)."""
+    rows = model._base_manager.all()
+    if entry.workflow == "self":
+        return rows.filter(pk=workflow.pk)
+    if entry.workflow:
+        return rows.filter(**{entry.workflow: workflow})
+    if entry.tenant:
+        rows = rows.filter(**{entry.tenant: workflow.tenant_id})
+    return rows.filter(**{f"{entry.since}__gte": since})
+
+
+def scrub_value(value: Any, detector: PurgedText, note: str) -> Any:
+    """``value`` with every string that quotes purged text replaced by ``note`` (JSON walked)."""
+    if isinstance(value, str):
+        return note if detector.matches(value) else value
+    if isinstance(value, dict):
+        return {k: scrub_value(v, detector, note) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub_value(v, detector, note) for v in value]
+    return value
+
+
+def _scrub_registered(workflow: Workflow, purge: Purge, detector: PurgedText, since: Any) -> int:
+    """Every column registered as Reach.SCRUB: a value quoting the purged text becomes the purge
+    note; the row (who, when, ids) stays. Returns the number of rows changed."""
+    note = unavailable_note(purge)
+    changed = 0
+    for model_label, names in _registered(Reach.SCRUB).items():
+        model = apps.get_model(model_label)
+        entry = EVENT_TEXT[f"{model_label}.{names[0]}"]
+        for row in _rows_in_reach(model, entry, workflow, since).only("pk", *names).iterator(chunk_size=500):
+            updates = {}
+            for name in names:
+                value = getattr(row, name)
+                scrubbed = scrub_value(value, detector, note)
+                if scrubbed != value:
+                    updates[name] = scrubbed
+            if updates:
+                model._base_manager.filter(pk=row.pk).update(**updates)
+                changed += 1
+    return changed
+
+
+def _settle_deferred(workflow: Workflow, purge: Purge) -> list[str]:
+    """Compactions held as deferred were reported before this purge and are built later from their
+    stored spans: what they summarise may be what was erased, so they are never built (kept, with
+    the purge named). Ingest that read one before this purge re-checks the epoch when it writes."""
+    settled = []
+    for span in OtelSpan.objects.filter(workflow=workflow, mapped_to=SpanMapping.DEFERRED).only(
+        "pk", "span_id", "attributes"
+    ):
+        attributes = {**span.attributes, "memoryhub.settled_by_purge": purge.purge_id}
+        OtelSpan.objects.filter(pk=span.pk).update(mapped_to=SpanMapping.KEPT, attributes=attributes)
+        settled.append(span.span_id)
+    return settled
+
+
+def _count_legacy_quotes(workflow: Workflow, detector: PurgedText) -> int:
+    """Legacy text columns of append-only rows (written before payloads existed) cannot be updated:
+    count those quoting the purged text so the purge reports them instead of missing them."""
+    found = 0
+    for model_label, names in _registered(Reach.LEGACY_EMPTY).items():
+        model = apps.get_model(model_label)
+        entry = EVENT_TEXT[f"{model_label}.{names[0]}"]
+        for values in _rows_in_reach(model, entry, workflow, None).values_list(*names):
+            found += any(v and detector.matches(v) for v in values)
+    return found
 
 
 def _scrub_investigations(workflow: Workflow, quotes: list[str], contents: list[str]) -> None:

@@ -1,10 +1,16 @@
 """Tenants, memberships and API keys: every change to them, each with its audit entry.
 
 Members: ``invite_member`` (add a user to a tenant, creating the user if needed),
-``change_member_role``, ``remove_member`` — a tenant always keeps at least one admin, and keys a
-member created go with them (revoked on removal; revoked on a demotion below the key's role).
+``change_member_role``, ``remove_member`` — a tenant always keeps at least one admin.
 Keys: ``issue_api_key`` (the secret is returned once), ``rotate_api_key`` (a new secret for the
 same name and role; the old one stops working at once), ``revoke_api_key``.
+
+Keys follow their humans. Every key records the human it acts for (``ApiKey.acts_for``): the
+signed-in user who made it, or — for a key minted or rotated with another key — that key's human.
+Removing a member revokes every key acting for them; demoting one narrows every such key above
+the new role to it (same transaction, one audit entry per key, the member entry lists them).
+``verify_api_key`` enforces the same rule at every request, so a key whose human is no longer an
+active member stops working and a key never acts above its human's current role.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from audit.log import record
 from memoryhub.accounts.alerts_defaults import install_default_rules
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Conflict, InvalidInput, NotFound
-from memoryhub.models import ApiKey, Membership, Role, Tenant, role_at_least
+from memoryhub.models import ApiKey, Membership, Role, Tenant, narrower_role
 
 KEY_PREFIX = "mh_"
 # last_used_at is a hint for humans, not an audit trail: touch it at most once a minute.
@@ -77,12 +83,25 @@ def clean_key_name(value: object) -> str:
 RequestUser = AbstractBaseUser | AnonymousUser
 
 
-def _user_or_none(user: RequestUser | None) -> User | None:
+# Who makes or rotates a key: a signed-in user, or the API key the request authenticated with.
+Principal = RequestUser | ApiKey
+
+
+def _user_or_none(user: Principal | None) -> User | None:
     """The signed-in user, or None (no user, an anonymous one, an API-key principal)."""
     return user if isinstance(user, User) and user.pk else None
 
 
-def _mint(tenant: Tenant, name: str, role: str, created_by: RequestUser | None, actor: Actor) -> IssuedKey:
+def human_behind(principal: Principal | None) -> User | None:
+    """The human a principal ultimately acts for: the user, or the human a key acts for."""
+    if isinstance(principal, ApiKey):
+        return principal.acts_for
+    return _user_or_none(principal)
+
+
+def _mint(
+    tenant: Tenant, name: str, role: str, created_by: Principal | None, actor: Actor, acts_for: User | None
+) -> IssuedKey:
     prefix = secrets.token_hex(4)
     while ApiKey.objects.filter(prefix=prefix).exists():
         prefix = secrets.token_hex(4)
@@ -96,6 +115,7 @@ def _mint(tenant: Tenant, name: str, role: str, created_by: RequestUser | None, 
         role=role,
         created_by=_user_or_none(created_by),
         created_by_actor=str(actor),
+        acts_for=acts_for,
     )
     return IssuedKey(key=key, secret=token)
 
@@ -105,30 +125,41 @@ def issue_api_key(
     tenant: Tenant,
     name: object,
     role: str = Role.ADMIN,
-    created_by: RequestUser | None = None,
+    created_by: Principal | None = None,
     actor: Actor | None = None,
 ) -> IssuedKey:
     """A new key; its secret is in the result and nowhere else (only a SHA-256 is stored).
-    ``name`` may be raw request input: it is checked here (400 unless 1-100 characters)."""
+    ``name`` may be raw request input: it is checked here (400 unless 1-100 characters).
+    ``created_by`` is the signed-in user or the API key of the request: the new key acts for
+    that principal's human."""
 
     actor = actor or Actor.system("setup")
-    issued = _mint(tenant, clean_key_name(name), clean_role(role), created_by, actor)
+    name, role = clean_key_name(name), clean_role(role)
+    issued = _mint(tenant, name, role, created_by, actor, acts_for=human_behind(created_by))
     key = issued.key
-    record(tenant, actor, "api_key.issue", key, {"name": key.name, "prefix": key.prefix, "role": key.role})
+    record(tenant, actor, "api_key.issue", key, {**_describe(key), "acts_for": _username(key.acts_for)})
     return issued
+
+
+def _username(user: User | None) -> str | None:
+    return user.get_username() if user is not None else None
+
+
+def _describe(key: ApiKey) -> dict[str, str]:
+    return {"name": key.name, "prefix": key.prefix, "role": key.role}
 
 
 def api_keys_of(tenant: Tenant) -> QuerySet[ApiKey]:
     """Every key of the tenant, active first, newest first, with its creator."""
     return (
         ApiKey.objects.filter(tenant=tenant)
-        .select_related("created_by", "replaced_by")
+        .select_related("created_by", "acts_for", "replaced_by")
         .order_by("revoked_at", "-created_at", "-pk")
     )
 
 
 def get_api_key(tenant: Tenant, prefix: str) -> ApiKey:
-    key = ApiKey.objects.filter(tenant=tenant, prefix=prefix).select_related("created_by").first()
+    key = ApiKey.objects.filter(tenant=tenant, prefix=prefix).select_related("created_by", "acts_for").first()
     if key is None:
         raise NotFound(f"no API key with prefix {prefix!r} in this tenant", code="api_key_not_found")
     return key
@@ -139,13 +170,16 @@ def _locked(key: ApiKey) -> ApiKey:
 
 
 @transaction.atomic
-def rotate_api_key(key: ApiKey, actor: Actor, created_by: RequestUser | None = None) -> IssuedKey:
-    """Replace a key's secret: a new key with the same name and role; the old one is revoked now."""
+def rotate_api_key(key: ApiKey, actor: Actor, created_by: Principal | None = None) -> IssuedKey:
+    """Replace a key's secret: a new key with the same name and role; the old one is revoked now.
+    The new secret goes to whoever rotated, so the new key acts for their human (for the old
+    key's human when the rotating principal has none, e.g. a setup key)."""
 
     key = _locked(key)
     if key.revoked_at is not None:
         raise Conflict(f"API key {key.prefix} is revoked; create a new one instead", code="api_key_revoked")
-    issued = _mint(key.tenant, key.name, key.role, created_by, actor)
+    acts_for = human_behind(created_by) or key.acts_for
+    issued = _mint(key.tenant, key.name, key.role, created_by, actor, acts_for=acts_for)
     key.revoked_at = timezone.now()
     key.replaced_by = issued.key
     key.save(update_fields=["revoked_at", "replaced_by"])
@@ -154,7 +188,13 @@ def rotate_api_key(key: ApiKey, actor: Actor, created_by: RequestUser | None = N
         actor,
         "api_key.rotate",
         issued.key,
-        {"name": key.name, "role": key.role, "old_prefix": key.prefix, "prefix": issued.key.prefix},
+        {
+            "name": key.name,
+            "role": key.role,
+            "old_prefix": key.prefix,
+            "prefix": issued.key.prefix,
+            "acts_for": _username(acts_for),
+        },
     )
     return issued
 
@@ -167,7 +207,7 @@ def revoke_api_key(key: ApiKey, actor: Actor, reason: str = "") -> ApiKey:
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
-        data = {"name": key.name, "prefix": key.prefix, "role": key.role}
+        data = _describe(key)
         if reason:
             data["reason"] = reason
         record(key.tenant, actor, "api_key.revoke", key, data)
@@ -182,11 +222,25 @@ def verify_api_key(token: str) -> ApiKey | None:
         prefix = token[len(KEY_PREFIX) :].split("_", 1)[0]
     except IndexError:
         return None
-    key = ApiKey.objects.select_related("tenant").filter(prefix=prefix).first()
+    human_role = Membership.objects.filter(
+        tenant_id=OuterRef("tenant_id"), user_id=OuterRef("acts_for_id"), user__is_active=True
+    ).values("role")[:1]
+    key = (
+        ApiKey.objects.select_related("tenant")
+        .annotate(human_role=Subquery(human_role))
+        .filter(prefix=prefix)
+        .first()
+    )
     if key is None or key.revoked_at is not None:
         return None
     if not hmac.compare_digest(key.secret_hash, _hash_secret(token)):
         return None
+    if key.acts_for_id is not None:
+        # A key never outlives or outranks its human, even if the membership was changed
+        # without the services below (the admin site, a shell).
+        if key.human_role is None:
+            return None
+        key.role = narrower_role(key.role, key.human_role)
     now = timezone.now()
     if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
@@ -218,11 +272,11 @@ def members_of(tenant: Tenant) -> QuerySet[Membership]:
 
 
 def members_with_key_counts(tenant: Tenant) -> QuerySet[Membership]:
-    """Members with ``active_key_count``: the active keys each created in this tenant (one query)."""
+    """Members with ``active_key_count``: the active keys acting for each in this tenant (one query)."""
     active = (
-        ApiKey.objects.filter(tenant=tenant, created_by=OuterRef("user_id"), revoked_at__isnull=True)
+        ApiKey.objects.filter(tenant=tenant, acts_for=OuterRef("user_id"), revoked_at__isnull=True)
         .order_by()
-        .values("created_by")
+        .values("acts_for")
         .annotate(n=Count("pk"))
         .values("n")
     )
@@ -257,18 +311,38 @@ def _other_admins(membership: Membership) -> bool:
     )
 
 
-def _revoke_keys_of(membership: Membership, actor: Actor, reason: str, above: str | None = None) -> list[str]:
-    """Revoke the active keys this member created in the tenant (only those above a role, if given)."""
-    keys = ApiKey.objects.filter(
-        tenant_id=membership.tenant_id, created_by_id=membership.user_id, revoked_at__isnull=True
-    ).order_by("pk")
+def keys_acting_for(membership: Membership) -> QuerySet[ApiKey]:
+    """The member's active keys in the tenant: every key acting for them, however it was made."""
+    return (
+        ApiKey.objects.filter(acts_for_id=membership.user_id, tenant_id=membership.tenant_id)
+        .filter(revoked_at__isnull=True)
+        .select_related("tenant")
+        .order_by("pk")
+    )
+
+
+def _revoke_keys_of(membership: Membership, actor: Actor, reason: str) -> list[str]:
     revoked = []
-    for key in keys:
-        if above is not None and role_at_least(above, key.role):
-            continue
+    for key in keys_acting_for(membership):
         revoke_api_key(key, actor, reason=reason)
         revoked.append(key.prefix)
     return revoked
+
+
+def _narrow_keys_of(membership: Membership, actor: Actor, reason: str) -> list[str]:
+    """Lower every key acting for the member to at most the member's role (ranked roles)."""
+    narrowed = []
+    for key in keys_acting_for(membership).select_for_update():
+        role = narrower_role(key.role, membership.role)
+        if role == key.role:
+            continue
+        previous, key.role = key.role, role
+        key.save(update_fields=["role"])
+        record(
+            key.tenant, actor, "api_key.narrow", key, {**_describe(key), "from": previous, "reason": reason}
+        )
+        narrowed.append(key.prefix)
+    return narrowed
 
 
 @transaction.atomic
@@ -324,8 +398,8 @@ def invite_member(
 
 @transaction.atomic
 def change_member_role(membership: Membership, role: object, actor: Actor) -> Membership:
-    """Set a member's role; the last admin cannot be demoted. Keys the member created with a role
-    above the new one are revoked (a demoted member keeps no admin key)."""
+    """Set a member's role; the last admin cannot be demoted. Keys acting for the member with a
+    role above the new one are narrowed to it (a demoted member keeps no admin key)."""
 
     role = clean_role(role)
     _lock_tenant(membership.tenant)
@@ -339,27 +413,32 @@ def change_member_role(membership: Membership, role: object, actor: Actor) -> Me
         )
     membership.role = role
     membership.save(update_fields=["role"])
-    revoked = _revoke_keys_of(membership, actor, reason=f"creator demoted to {role}", above=role)
+    narrowed = _narrow_keys_of(membership, actor, reason=f"their human was made {role}")
     record(
         membership.tenant,
         actor,
         "member.role",
         membership,
-        {"username": membership.user.get_username(), "from": previous, "role": role, "revoked_keys": revoked},
+        {
+            "username": membership.user.get_username(),
+            "from": previous,
+            "role": role,
+            "narrowed_keys": narrowed,
+        },
     )
     return membership
 
 
 @transaction.atomic
 def remove_member(membership: Membership, actor: Actor) -> list[str]:
-    """Remove a member; the keys they created in this tenant are revoked with them. Returns the
+    """Remove a member; every key acting for them in this tenant is revoked with them. Returns the
     revoked keys' prefixes. The user account stays (it may belong to other tenants)."""
 
     _lock_tenant(membership.tenant)
     membership = _current(membership)
     if membership.role == Role.ADMIN and not _other_admins(membership):
         raise Conflict("the tenant's last admin cannot be removed", code="last_admin")
-    revoked = _revoke_keys_of(membership, actor, reason="creator removed from the tenant")
+    revoked = _revoke_keys_of(membership, actor, reason="their human was removed from the tenant")
     record(
         membership.tenant,
         actor,

@@ -38,7 +38,7 @@ from django.db.models import Count, Max
 
 from memoryhub.context.traces import record_trace
 from memoryhub.core.actors import Actor
-from memoryhub.core.errors import InvalidInput, PayloadTooLarge
+from memoryhub.core.errors import Conflict, InvalidInput, PayloadTooLarge
 from memoryhub.memory.events import append_events, parse_event
 from memoryhub.memory.observed import record_observed_compaction
 from memoryhub.memory.workflows import create_workflow
@@ -473,17 +473,23 @@ def _record_compaction(workflow: Workflow, row: OtelSpan, actor: Actor) -> bool:
         for k, v in attrs.items()
         if k.startswith(("gen_ai.request.", "gen_ai.compaction.")) and k != "gen_ai.compaction.summary"
     }
-    result = record_observed_compaction(
-        workflow,
-        covers_to_seq=covers,
-        text=text,
-        opaque=opaque,
-        compactor={"name": str(provider)[:100], "model": str(model)[:100], "settings": settings},
-        trigger=trigger,
-        observation_id=f"otel-{row.trace_id}-{row.span_id}",
-        source_refs=[f"otel:{row.trace_id}/{row.span_id}"],
-        actor=actor,
-    )
+    try:
+        result = record_observed_compaction(
+            workflow,
+            covers_to_seq=covers,
+            text=text,
+            opaque=opaque,
+            compactor={"name": str(provider)[:100], "model": str(model)[:100], "settings": settings},
+            trigger=trigger,
+            observation_id=f"otel-{row.trace_id}-{row.span_id}",
+            source_refs=[f"otel:{row.trace_id}/{row.span_id}"],
+            actor=actor,
+            read_epoch=workflow.purge_epoch,  # read before the span row: a purge since wins (#30)
+        )
+    except Conflict as exc:  # the purge settled this span (audit.purge): never built from it
+        if exc.code != "purged_since_read":
+            raise
+        return False
     OtelSpan.objects.filter(pk=row.pk).update(
         mapped_to=SpanMapping.COMPACTION, seq=covers, summary=result.summary
     )

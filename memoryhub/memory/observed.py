@@ -214,6 +214,7 @@ def record_observed_compaction(
     observation_id: str | None = None,
     source_refs: list[str] | None = None,
     activate: bool = True,
+    read_epoch: int | None = None,
     actor: Actor,
 ) -> ObservedResult:
     """Store, validate and (by CAS) activate a compaction performed outside MemoryHub.
@@ -224,6 +225,9 @@ def record_observed_compaction(
     "token_budget"?, "settings"?: {...}}``; ``trigger`` is ``{"kind": auto|manual|threshold|unknown,
     "pre_tokens"?, "post_tokens"?, "threshold_tokens"?, "detail"?}``. ``observation_id`` (default:
     derived from coverage, content and compactor) makes a repeat return the first result.
+    ``read_epoch``: for work that was held and is built later (a deferred OTLP compaction), the
+    workflow's purge epoch when its stored input was read; a purge since then is a ``Conflict``
+    (``purged_since_read``), checked under the workflow lock, and nothing is written.
     """
     if isinstance(covers_to_seq, bool) or not isinstance(covers_to_seq, int) or covers_to_seq < 1:
         raise _bad(
@@ -280,6 +284,7 @@ def record_observed_compaction(
                 source_refs=[*(source_refs or []), f"observed:{observation_id}"],
                 job=job,
                 claimed_hash=content_hash,
+                source_purge_epoch=read_epoch,
                 actor=actor,
             )
             # Linked in the same transaction: a concurrent repeat that loses the key race finds it.

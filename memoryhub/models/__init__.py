@@ -25,7 +25,7 @@ from .summaries import (
     SummaryStatus,
     ValidationRecord,
 )
-from .tenancy import ApiKey, Membership, Role, Tenant, role_at_least
+from .tenancy import ApiKey, Membership, Role, Tenant, narrower_role, role_at_least
 from .traces import Artifact, ConsumerTrace, TraceFlag
 from .workflows import Event, EventKind, SideEffect, Workflow, WorkflowSource
 
@@ -66,5 +66,6 @@ __all__ = [
     "ValidationRecord",
     "Workflow",
     "WorkflowSource",
+    "narrower_role",
     "role_at_least",
 ]

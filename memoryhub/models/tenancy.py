@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Role(models.TextChoices):
@@ -17,6 +18,11 @@ ROLE_RANK = {Role.VIEWER: 0, Role.REVIEWER: 1, Role.ADMIN: 2}
 
 def role_at_least(role: str | None, minimum: str) -> bool:
     return role is not None and ROLE_RANK.get(Role(role), -1) >= ROLE_RANK[Role(minimum)]
+
+
+def narrower_role(a: str, b: str) -> str:
+    """The lower-ranked of two roles (a key never acts above the human it acts for)."""
+    return a if ROLE_RANK[Role(a)] <= ROLE_RANK[Role(b)] else b
 
 
 class Tenant(models.Model):
@@ -54,6 +60,17 @@ class Membership(models.Model):
         return f"{self.user} @ {self.tenant} ({self.role})"
 
 
+def revoke_and_detach(collector, field, sub_objs, using) -> None:
+    """``on_delete`` of a key's human: deleting the user revokes the keys acting for them (in the
+    deletion's transaction) rather than leaving them working with no human behind them."""
+
+    keys = list(sub_objs)
+    active = [key for key in keys if key.revoked_at is None]
+    if active:
+        collector.add_field_update(field.model._meta.get_field("revoked_at"), timezone.now(), active)
+    collector.add_field_update(field, None, keys)
+
+
 class ApiKey(models.Model):
     """A tenant-scoped bearer key. Only a SHA-256 of the secret is stored; the key is shown once."""
 
@@ -68,6 +85,16 @@ class ApiKey(models.Model):
     # Who created it, as the audit log names actors ("user:alice", "api_key:ci(ab12cd34)",
     # "system:setup"): a key minted by another key or by a command has no created_by user.
     created_by_actor = models.CharField(max_length=200, blank=True, default="")
+    # The human this key ultimately acts for: the signed-in user who created it, or the human of
+    # the key that minted or rotated it (None only for keys made by the system, e.g. a command).
+    # Removing or demoting that human revokes or narrows the key (accounts.tenancy).
+    acts_for = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=revoke_and_detach,
+        related_name="+",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)

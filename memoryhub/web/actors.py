@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 from rest_framework.request import Request
 
@@ -18,3 +19,13 @@ def request_actor(request: HttpRequest | Request) -> Actor:
     if user is not None and user.is_authenticated:
         return Actor.user(user.get_username())
     return Actor.system("anonymous")
+
+
+def request_principal(request: HttpRequest | Request) -> ApiKey | User | None:
+    """Who makes a key on this request: its API key first, else the signed-in user (or None).
+    A key made through another key acts for that key's human (accounts.tenancy)."""
+    auth = getattr(request, "auth", None)
+    if isinstance(auth, ApiKey):
+        return auth
+    user = getattr(request, "user", None)
+    return user if isinstance(user, User) and user.pk else None

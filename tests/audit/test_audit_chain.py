@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from contextlib import contextmanager
 
 import pytest
 from django.core.management import call_command
@@ -17,6 +16,7 @@ from audit.log import record
 from audit.models import AuditChainHead, AuditEntry
 from audit.verify import export_checkpoint, verify_chain
 from memoryhub.core.actors import Actor
+from tests.audit.tamper import append_only_off
 
 ACTOR = Actor.user("alice")
 # Tampering behind the append-only triggers is a state no service can produce: these tests make it
@@ -28,34 +28,6 @@ def add_entries(tenant, n: int, action: str = "policy.update") -> None:
     for i in range(n):
         with transaction.atomic():
             record(tenant, ACTOR, action, ("policy", f"p{i}"), {"i": i, "note": f"change {i}"})
-
-
-@contextmanager
-def append_only_off():
-    """Switch the audit tables' append-only triggers off for raw tampering, as a table owner who
-    drops them could (test transaction only)."""
-    with connection.cursor() as cur:
-        if connection.vendor == "sqlite":
-            cur.execute("INSERT INTO memoryhub_append_only_bypass (id) VALUES (1)")
-        else:
-            # Deferred FK checks queued by this test's inserts would block ALTER TABLE: run them now.
-            cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
-            cur.execute("ALTER TABLE audit_auditentry DISABLE TRIGGER audit_auditentry_append_only")
-            cur.execute("ALTER TABLE audit_auditchainhead DISABLE TRIGGER audit_auditchainhead_append_only")
-            cur.execute("ALTER TABLE audit_payload DISABLE TRIGGER audit_payload_append_only")
-    try:
-        yield
-    finally:
-        with connection.cursor() as cur:
-            if connection.vendor == "sqlite":
-                cur.execute("DELETE FROM memoryhub_append_only_bypass")
-            else:
-                cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
-                cur.execute("ALTER TABLE audit_auditentry ENABLE TRIGGER audit_auditentry_append_only")
-                cur.execute(
-                    "ALTER TABLE audit_auditchainhead ENABLE TRIGGER audit_auditchainhead_append_only"
-                )
-                cur.execute("SET CONSTRAINTS ALL DEFERRED")
 
 
 def raw(sql: str, params: list) -> None:

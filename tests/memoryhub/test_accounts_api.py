@@ -221,15 +221,25 @@ def test_removing_a_member_revokes_the_keys_they_created(alice, bob, tenant):
 
 
 def test_a_demoted_member_keeps_no_key_above_their_new_role(alice, bob, tenant):
+    assert alice.api.patch("/api/v1/members/bob/", {"role": "admin"}, format="json").status_code == 200
     admin_key = issue_api_key(tenant, "bob-admin", role=Role.ADMIN, created_by=bob.user)
     viewer_key = issue_api_key(tenant, "bob-viewer", role=Role.VIEWER, created_by=bob.user)
-    assert alice.api.patch("/api/v1/members/bob/", {"role": "admin"}, format="json").status_code == 200
+    assert bearer(admin_key.secret).get("/api/v1/api-keys/").status_code == 200
     r = alice.api.patch("/api/v1/members/bob/", {"role": "viewer"}, format="json")
     assert r.status_code == 200
-    assert bearer(admin_key.secret).get("/api/v1/workflows/").status_code == 401
+    # narrowed, not revoked: it still reads, as a viewer, and can no longer manage keys
+    assert bearer(admin_key.secret).get("/api/v1/workflows/").status_code == 200
+    assert bearer(admin_key.secret).get("/api/v1/api-keys/").status_code == 403
+    assert ApiKey.objects.get(pk=admin_key.key.pk).role == Role.VIEWER
     assert bearer(viewer_key.secret).get("/api/v1/workflows/").status_code == 200
     entry = AuditEntry.objects.filter(tenant=tenant, action="member.role").order_by("pk").last()
-    assert entry.data["revoked_keys"] == [admin_key.key.prefix]
+    assert entry.data["narrowed_keys"] == [admin_key.key.prefix]
+    narrow = AuditEntry.objects.filter(tenant=tenant, action="api_key.narrow").get()
+    assert (narrow.data["prefix"], narrow.data["from"], narrow.data["role"]) == (
+        admin_key.key.prefix,
+        Role.ADMIN,
+        Role.VIEWER,
+    )
 
 
 @pytest.mark.postgres

@@ -78,9 +78,9 @@ class Command(BaseCommand):
                 exported.append(export_checkpoint(t))
             else:
                 failures += 1
+                where = f" at seq {result['first_bad_seq']}" if result["first_bad_seq"] is not None else ""
                 self.stderr.write(
-                    f"{t.slug}: FAILED — {result['problem']} at seq {result['first_bad_seq']}: "
-                    f"{result['detail']}{_pending(result)}"
+                    f"{t.slug}: FAILED — {result['problem']}{where}: {result['detail']}{_pending(result)}"
                 )
         if failures:
             raise CommandError(f"audit chain verification failed for {failures} tenant(s)", returncode=2)

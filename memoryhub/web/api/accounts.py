@@ -1,8 +1,9 @@
 """Members and API keys of the caller's tenant (admins only, reads included).
 
 A key's secret appears once, in the response that created or rotated it; lists show the prefix,
-role, creator, creation and last use. Removing a member revokes the keys they created. Every
-change is an audit entry (memoryhub.accounts.tenancy).
+role, creator, the human it acts for, creation and last use. A key made or rotated with another
+key acts for that key's human; removing a member revokes every key acting for them, demoting one
+narrows those keys. Every change is an audit entry (memoryhub.accounts.tenancy).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from rest_framework.response import Response
 
 from memoryhub.accounts import tenancy
 from memoryhub.models import ApiKey, Membership, Role
+from memoryhub.web.actors import request_principal
 from memoryhub.web.api.common import TenantAPIView, body_object, list_responses
 from memoryhub.web.api.serializers import ErrorSerializer
 
 
 class ApiKeySerializer(serializers.ModelSerializer):
     created_by = serializers.SerializerMethodField()
+    acts_for = serializers.SerializerMethodField()
     active = serializers.BooleanField(source="is_active", read_only=True)
     replaced_by = serializers.SerializerMethodField()
 
@@ -31,6 +34,7 @@ class ApiKeySerializer(serializers.ModelSerializer):
             "role",
             "active",
             "created_by",
+            "acts_for",
             "created_at",
             "last_used_at",
             "revoked_at",
@@ -43,6 +47,10 @@ class ApiKeySerializer(serializers.ModelSerializer):
         if obj.created_by is not None:
             return obj.created_by.get_username()
         return obj.created_by_actor or "unknown"
+
+    def get_acts_for(self, obj: ApiKey) -> str | None:
+        """The human this key acts for (None for a key the system made, e.g. by a command)."""
+        return obj.acts_for.get_username() if obj.acts_for is not None else None
 
     def get_replaced_by(self, obj: ApiKey) -> str | None:
         return obj.replaced_by.prefix if obj.replaced_by is not None else None
@@ -94,11 +102,6 @@ Revoked = inline_serializer(
 )
 
 
-def session_user(request):
-    """The Django user behind a session request (None for an API-key principal)."""
-    return request.user if getattr(request.user, "pk", None) else None
-
-
 class AdminView(TenantAPIView):
     read_role = Role.ADMIN
     write_role = Role.ADMIN
@@ -128,7 +131,7 @@ class ApiKeyListCreate(generics.ListAPIView, AdminView):
             request.tenant,
             data.get("name"),
             role=data.get("role", Role.VIEWER),
-            created_by=session_user(request),
+            created_by=request_principal(request),
             actor=self.actor(),
         )
         return Response(issued_payload(issued), status=status.HTTP_201_CREATED)
@@ -161,7 +164,7 @@ class ApiKeyRotate(AdminView):
     )
     def post(self, request, prefix: str):
         issued = tenancy.rotate_api_key(
-            tenancy.get_api_key(request.tenant, prefix), self.actor(), created_by=session_user(request)
+            tenancy.get_api_key(request.tenant, prefix), self.actor(), created_by=request_principal(request)
         )
         return Response(issued_payload(issued), status=status.HTTP_201_CREATED)
 

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 from memoryhub.accounts import tenancy
 from memoryhub.core.errors import Conflict, InvalidInput, NotFound
 from memoryhub.models import Role, Tenant, role_at_least
-from memoryhub.web.actors import request_actor
+from memoryhub.web.actors import request_actor, request_principal
 from memoryhub.web.views.base import page_tenant
 
 
@@ -123,7 +123,7 @@ def member_remove(request: HttpRequest, username: str) -> HttpResponse:
     except Conflict as exc:
         messages.error(request, exc.detail)
     else:
-        keys = f"; {len(revoked)} API key(s) they created revoked" if revoked else ""
+        keys = f"; {len(revoked)} API key(s) acting for them revoked" if revoked else ""
         messages.success(request, f"{username} removed{keys}.")
     return redirect("memoryhub:settings-members")
 
@@ -147,10 +147,6 @@ def _keys_page(
     return response
 
 
-def _session_user(request):
-    return request.user if getattr(request.user, "pk", None) else None
-
-
 @login_required
 def keys(request: HttpRequest) -> HttpResponse:
     tenant = _admin_tenant(request)
@@ -162,7 +158,7 @@ def keys(request: HttpRequest) -> HttpResponse:
                     tenant,
                     form.cleaned_data["name"],
                     role=form.cleaned_data["role"],
-                    created_by=_session_user(request),
+                    created_by=request_principal(request),
                     actor=request_actor(request),
                 )
             except InvalidInput as exc:
@@ -186,7 +182,7 @@ def key_rotate(request: HttpRequest, prefix: str) -> HttpResponse:
     tenant = _admin_tenant(request)
     key = _key(tenant, prefix)
     try:
-        issued = tenancy.rotate_api_key(key, request_actor(request), created_by=_session_user(request))
+        issued = tenancy.rotate_api_key(key, request_actor(request), created_by=request_principal(request))
     except Conflict as exc:
         messages.error(request, exc.detail)
         return redirect("memoryhub:settings-keys")
