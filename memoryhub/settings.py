@@ -71,6 +71,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "memoryhub.web.middleware.LoginLockoutMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "memoryhub.web.middleware.CurrentTenantMiddleware",
@@ -130,6 +131,12 @@ IS_POSTGRES = DATABASES["default"]["ENGINE"].endswith("postgresql")
 # --- Auth, i18n, static ---------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+]
+# The login lockout is a backend in front of the password check: every login door spends the same
+# budgets (memoryhub/web/login_throttle.py).
+AUTHENTICATION_BACKENDS = [
+    "memoryhub.web.login_throttle.LoginLockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "memoryhub:overview"
@@ -338,8 +345,9 @@ else:
     }
 
 # --- Login lockout (memoryhub/web/login_throttle.py) ---------------------------------------------
-# Failed or not, every login POST takes one attempt from two budgets: the client address's and
-# the account's (the username as typed, case-folded). Either budget spent = 429 until the window
+# Failed or not, every password check of a login request (/accounts/login/, /admin/login/, any
+# door) takes one attempt from two budgets: the client address's and the account's (the username
+# as Django normalises it at login, NFKC, case-folded). Either budget spent = 429 until the window
 # ends. Rates are "<count>/<s|min|h|d>"; MEMORYHUB_THROTTLE_LOGIN (below) sets both.
 # Behind a proxy, the client address comes from MEMORYHUB_CLIENT_IP_HEADER (e.g.
 # X-Forwarded-For): the entry MEMORYHUB_TRUSTED_PROXIES places from the right, i.e. the address

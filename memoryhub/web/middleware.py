@@ -4,7 +4,7 @@ and headers (400 before anything reads them), and current tenant for pages."""
 from __future__ import annotations
 
 from django.conf import settings
-from django.http import HttpResponseBadRequest
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.template import loader
 from django.utils.functional import SimpleLazyObject
 
@@ -75,6 +75,27 @@ class HostileInputMiddleware:
                     if why:
                         return f"{label} {key.encode('utf-8', 'backslashreplace').decode()[:50]!r}", why
         return None
+
+
+class LoginLockoutMiddleware:
+    """A login refused because a lockout budget is spent (memoryhub.web.login_throttle, on any
+    door: /accounts/login/, /admin/login/) is a 429 with Retry-After, not the form again."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        refusal = getattr(request, "login_refusal", None)
+        if refusal is None:
+            return response
+        detail = f"Too many login attempts. Try again in {refusal.retry_after} seconds."
+        if request.path.startswith("/api/"):
+            response = json_error("rate_limited", detail, 429, retry_after=refusal.retry_after)
+        else:
+            response = HttpResponse(detail, status=429, content_type="text/plain")
+        response["Retry-After"] = str(refusal.retry_after)
+        return response
 
 
 class CurrentTenantMiddleware:
