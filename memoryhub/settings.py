@@ -65,6 +65,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memoryhub.web.middleware.ApiBodyLimitMiddleware",
+    "memoryhub.web.middleware.BodyDecodingMiddleware",
     "memoryhub.core.db_router.ReplicaReadsMiddleware",
     "memoryhub.web.middleware.HostileInputMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -132,6 +133,9 @@ IS_POSTGRES = DATABASES["default"]["ENGINE"].endswith("postgresql")
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
 ]
+# Django's admin site (/admin/): off by default, as it writes beneath the services' tenancy, audit
+# and validation; MEMORYHUB_ADMIN_SITE=true turns it on (its login shares the lockout below).
+MEMORYHUB_ADMIN_SITE = env.bool("MEMORYHUB_ADMIN_SITE", False)
 # The login lockout is a backend in front of the password check: every login door spends the same
 # budgets (memoryhub/web/login_throttle.py).
 AUTHENTICATION_BACKENDS = [

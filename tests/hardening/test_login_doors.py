@@ -1,6 +1,8 @@
 """One login policy for every door: the lockout budgets are shared by /accounts/login/,
 /admin/login/ and any login view the URL resolver holds, and keyed by the account Django logs
-into (NFKC-normalised, case-folded), not by the username as typed."""
+into (NFKC-normalised, case-folded), not by the username as typed.
+
+The admin site is off by default (MEMORYHUB_ADMIN_SITE); these tests run with it on."""
 
 from __future__ import annotations
 
@@ -39,11 +41,13 @@ def _login_doors() -> list[str]:
                 if is_login_view or is_admin_login:
                     doors.append("/" + route.lstrip("^").rstrip("$"))
 
-    walk(get_resolver(), "")
+    walk(get_resolver(ADMIN_URLCONF), "")
     return sorted(set(doors))
 
 
+ADMIN_URLCONF = "tests.hardening.urls_with_admin"
 DOORS = _login_doors()
+pytestmark = pytest.mark.urls(ADMIN_URLCONF)
 
 
 def login_rate(rate: str):
@@ -65,6 +69,13 @@ def _post(door: str, username: str, password: str, address: str):
 
 def test_the_doors_include_the_site_login_and_the_admin_login():
     assert {"/accounts/login/", "/admin/login/"} <= set(DOORS), DOORS
+
+
+def test_the_admin_site_is_off_unless_switched_on():
+    from django.conf import settings as live
+
+    assert live.MEMORYHUB_ADMIN_SITE is False
+    assert not any(str(p.pattern) == "admin/" for p in get_resolver("memoryhub.urls").url_patterns)
 
 
 def test_every_variant_is_the_account_django_logs_into():
