@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -329,6 +330,7 @@ SPECTACULAR_SETTINGS = {
 # counters and a throttle's budget would multiply by the number of processes.
 CACHE_TABLE = "memoryhub_cache"
 REDIS_CACHE_URL = env.url("REDIS_CACHE_URL", "", ("redis", "rediss", "unix"), secret=True)
+CACHES: dict[str, dict[str, Any]]
 if REDIS_CACHE_URL:
     CACHES = {
         "default": {

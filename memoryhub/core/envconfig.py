@@ -17,6 +17,7 @@ Pure Python plus django-environ's URL parsing; no Django app code (settings load
 
 from __future__ import annotations
 
+import builtins
 import ipaddress
 import os
 from collections.abc import Callable, Mapping
@@ -111,11 +112,17 @@ class Env:
 
     def __init__(self, source: Mapping[str, str] | None = None):
         self.source = os.environ if source is None else source
-        self.problems: list[str] = []
+        self.problems: builtins.list[str] = []
 
     # -- the one place a variable is read ----------------------------------------------------
     def read(
-        self, name: str, default: Any, form: Form, *, secret: bool = False, optional: bool = False
+        self,
+        name: str,
+        default: Any,
+        form: Form,
+        *,
+        secret: builtins.bool = False,
+        optional: builtins.bool = False,
     ) -> Any:
         """The parsed value of ``name``, or ``default`` when unset (or empty, with ``optional``).
         A malformed value is recorded as a problem and ``default`` is returned meanwhile."""
@@ -138,8 +145,15 @@ class Env:
             )
 
     # -- the forms ----------------------------------------------------------------------------
-    def int(self, name: str, default: int, *, min: int | None = None, max: int | None = None) -> int:
-        def parse(raw: str) -> int:
+    def int(
+        self,
+        name: str,
+        default: builtins.int,
+        *,
+        min: builtins.int | None = None,
+        max: builtins.int | None = None,
+    ) -> builtins.int:
+        def parse(raw: str) -> builtins.int:
             value = int(raw)
             if (min is not None and value < min) or (max is not None and value > max):
                 raise ValueError
@@ -148,9 +162,14 @@ class Env:
         return self.read(name, default, Form(_range("an integer", min, max), parse, "12abc"))
 
     def float(
-        self, name: str, default: float, *, min: float | None = None, max: float | None = None
-    ) -> float:
-        def parse(raw: str) -> float:
+        self,
+        name: str,
+        default: builtins.float,
+        *,
+        min: builtins.float | None = None,
+        max: builtins.float | None = None,
+    ) -> builtins.float:
+        def parse(raw: str) -> builtins.float:
             value = float(raw)
             if value != value or value in (float("inf"), float("-inf")):
                 raise ValueError
@@ -160,12 +179,14 @@ class Env:
 
         return self.read(name, default, Form(_range("a number", min, max), parse, "fast"))
 
-    def bool(self, name: str, default: bool) -> bool:
+    def bool(self, name: str, default: builtins.bool) -> builtins.bool:
         return self.read(
             name, default, Form("true or false (also 1/0, yes/no, on/off)", _parse_bool, "maybe")
         )
 
-    def choice(self, name: str, default: str, choices: tuple[str, ...], *, upper: bool = False) -> str:
+    def choice(
+        self, name: str, default: str, choices: tuple[str, ...], *, upper: builtins.bool = False
+    ) -> str:
         def parse(raw: str) -> str:
             value = raw.upper() if upper else raw
             if value not in choices:
@@ -174,7 +195,9 @@ class Env:
 
         return self.read(name, default, Form("one of " + ", ".join(choices), parse, "bogus"))
 
-    def token(self, name: str, default: str, *, secret: bool = False, min_length: int = 1) -> str:
+    def token(
+        self, name: str, default: str, *, secret: builtins.bool = False, min_length: builtins.int = 1
+    ) -> str:
         """Printable ASCII without spaces (names, keys, prefixes); empty = unset."""
 
         def parse(raw: str) -> str:
@@ -187,7 +210,7 @@ class Env:
         )
         return self.read(name, default, Form(describe, parse, "two\twords"), secret=secret, optional=True)
 
-    def url(self, name: str, default: str, schemes: tuple[str, ...], *, secret: bool = False) -> str:
+    def url(self, name: str, default: str, schemes: tuple[str, ...], *, secret: builtins.bool = False) -> str:
         """A URL with one of ``schemes``; empty = unset (``default``)."""
         form = Form(
             "a URL starting with " + " or ".join(f"{s}://" for s in schemes),
@@ -257,10 +280,10 @@ class Env:
             name, default, Form("an absolute directory path", parse, "relative/dir"), optional=True
         )
 
-    def list(self, name: str, default: list[str], item: Form) -> list[str]:
+    def list(self, name: str, default: builtins.list[str], item: Form) -> builtins.list[str]:
         """Comma-separated; every item must be of the ``item`` form."""
 
-        def parse(raw: str) -> list[Any]:
+        def parse(raw: str) -> builtins.list[Any]:
             return [item.parse(part) for part in _split(raw)]
 
         form = Form(f"a comma-separated list of {item.describe}", parse, f"{_good_example(item)},{item.bad}")

@@ -39,6 +39,9 @@ class ApiBodyLimitMiddleware:
         return self.get_response(request)
 
 
+MAX_QUERY_VALUE_CHARS = 4096
+
+
 def _error(request, code: str, detail: str, status: int) -> HttpResponse:
     """The JSON error for API and OTLP paths, the 4xx page elsewhere."""
     if request.path.startswith(("/api/", "/v1/")):
@@ -116,6 +119,11 @@ class HostileInputMiddleware:
                 why = text_problem(value)
                 if why:
                     return f"header {name[5:].replace('_', '-').title()}", why
+        for key, value in request.GET.items():
+            # No filter or search term needs more; longer ones only burden the database (SQLite
+            # refuses LIKE patterns over 50,000 bytes with an error).
+            if len(value) > MAX_QUERY_VALUE_CHARS:
+                return f"query parameter {key[:50]!r}", f"is longer than {MAX_QUERY_VALUE_CHARS} characters"
         for label, query in (("query parameter", request.GET), ("form field", None)):
             if query is None:
                 if request.method != "POST" or request.content_type != "application/x-www-form-urlencoded":
