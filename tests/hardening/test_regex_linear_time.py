@@ -64,15 +64,21 @@ def _held_patterns() -> dict[str, Any]:
         except Exception:  # an optional extra not installed: its source is still scanned below
             continue
         for attr, value in vars(module).items():
-            stack = [(f"{name}:{attr}", value)]
+            stack = [(f"{name}:{attr}", value, 0)]
+            seen: set[int] = set()  # containers can hold themselves (cycles)
             while stack:
-                where, item = stack.pop()
+                where, item, depth = stack.pop()
                 if _is_pattern(item):
                     found.setdefault(where, item)
-                elif isinstance(item, dict):
-                    stack += [(f"{where}[{k!r}]", v) for k, v in item.items()]
+                    continue
+                if id(item) in seen or depth > 4:
+                    continue
+                if isinstance(item, dict) and len(item) < 1000:
+                    seen.add(id(item))
+                    stack += [(f"{where}[{k!r}]", v, depth + 1) for k, v in item.items()]
                 elif isinstance(item, list | tuple | set | frozenset) and len(item) < 1000:
-                    stack += [(f"{where}[{i}]", v) for i, v in enumerate(item)]
+                    seen.add(id(item))
+                    stack += [(f"{where}[{i}]", v, depth + 1) for i, v in enumerate(item)]
     return found
 
 
