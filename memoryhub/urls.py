@@ -1,5 +1,6 @@
 """Root URLconf: REST API under /api/, dashboard pages at /, Prometheus at /metrics, admin."""
 
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
@@ -13,7 +14,6 @@ from memoryhub.web.pages import urlpatterns as page_patterns
 from memoryhub.web.views.auth import ThrottledLoginView
 
 urlpatterns = [
-    path("admin/", admin.site.urls),
     # Browsers ask for /favicon.ico whatever a page says; answer with the one in static/ (public).
     path("favicon.ico", RedirectView.as_view(url=static("memoryhub/favicon.svg"), permanent=True)),
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
@@ -24,6 +24,11 @@ urlpatterns = [
     path("", include((otlp_patterns, "otlp"), namespace="otlp")),
     path("", include((page_patterns, "memoryhub"), namespace="memoryhub")),
 ]
+
+# Django's admin site edits rows beneath the services (no tenancy, audit or validation): off unless
+# MEMORYHUB_ADMIN_SITE=true. When on, its login spends the same lockout budgets as /accounts/login/.
+if settings.MEMORYHUB_ADMIN_SITE:
+    urlpatterns.insert(0, path("admin/", admin.site.urls))
 
 handler403 = "memoryhub.web.pages.handler403"
 handler404 = "memoryhub.web.pages.handler404"

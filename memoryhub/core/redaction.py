@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-import re
 from functools import lru_cache
 from typing import Any
 
+import re2
 from django.conf import settings
 
 MASK = "[REDACTED]"
@@ -24,14 +24,16 @@ _EMAIL = r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}"
 
 
 @lru_cache(maxsize=4)
-def _compiled(include_emails: bool, extra: tuple[str, ...]) -> re.Pattern[str]:
+def _compiled(include_emails: bool, extra: tuple[str, ...]) -> Any:
     patterns = list(_SECRET_PATTERNS) + list(extra)
     if include_emails:
         patterns.append(_EMAIL)
-    return re.compile("|".join(f"(?:{p})" for p in patterns))
+    # RE2: linear in the text whatever it holds (Python's re is quadratic here on a long run of
+    # e-mail characters without an @, and redaction sees event text).
+    return re2.compile("|".join(f"(?:{p})" for p in patterns))
 
 
-def _pattern() -> re.Pattern[str]:
+def _pattern() -> Any:
     try:
         return _compiled(
             bool(getattr(settings, "MEMORYHUB_REDACT_EMAILS", True)),
@@ -42,7 +44,7 @@ def _pattern() -> re.Pattern[str]:
 
 
 def redact_text(text: str) -> str:
-    return _pattern().sub(MASK, text)
+    return _pattern().sub(MASK, str(text))  # str(): RE2's sub rebuilds type(text), e.g. a StrEnum
 
 
 def redact(value: Any) -> Any:

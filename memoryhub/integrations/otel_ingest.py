@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import gzip
 import json
-import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +36,8 @@ from django.db.models import Count, Max
 
 from memoryhub.context.traces import record_trace
 from memoryhub.core.actors import Actor
-from memoryhub.core.errors import Conflict, InvalidInput, PayloadTooLarge
+from memoryhub.core.errors import Conflict, InvalidInput
+from memoryhub.core.inflate import inflate
 from memoryhub.memory.events import append_events, parse_event
 from memoryhub.memory.observed import record_observed_compaction
 from memoryhub.memory.workflows import create_workflow
@@ -58,23 +57,8 @@ EMPTY_DIGEST = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7
 
 
 def decompress(body: bytes, encoding: str) -> bytes:
-    encoding = (encoding or "").strip().lower()
-    try:
-        if encoding == "gzip":
-            out = gzip.decompress(body)
-        elif encoding == "deflate":
-            out = zlib.decompress(body)
-        elif encoding in ("", "identity"):
-            return body
-        else:
-            raise InvalidInput(
-                f"unsupported Content-Encoding {encoding!r} (gzip, deflate)", code="unsupported_encoding"
-            )
-    except (OSError, zlib.error, EOFError) as exc:
-        raise InvalidInput(f"body is not valid {encoding}: {exc}", code="invalid_body") from exc
-    if len(out) > MAX_DECODED_BYTES:
-        raise PayloadTooLarge(f"decompressed body over {MAX_DECODED_BYTES} bytes", code="body_too_large")
-    return out
+    # Streamed, the limit on the inflated bytes (BodyDecodingMiddleware has normally done it already).
+    return inflate(body, encoding, MAX_DECODED_BYTES)
 
 
 def decode_request(body: bytes, content_type: str) -> tuple[dict[str, Any], str]:
@@ -83,7 +67,7 @@ def decode_request(body: bytes, content_type: str) -> tuple[dict[str, Any], str]
     if ctype == "application/json":
         try:
             data = json.loads(body or b"{}")
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise InvalidInput(f"body is not JSON: {exc}", code="invalid_body") from exc
         if not isinstance(data, dict):
             raise InvalidInput("body must be an ExportTraceServiceRequest object", code="invalid_body")

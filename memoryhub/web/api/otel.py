@@ -22,6 +22,7 @@ from memoryhub.integrations.otel_ingest import (
 )
 from memoryhub.models import Role
 from memoryhub.web.api.common import TenantAPIView
+from memoryhub.web.api.otlp_shape import check_request
 from memoryhub.web.api.serializers import ErrorSerializer
 
 
@@ -58,6 +59,7 @@ class OtlpTraces(TenantAPIView):
         content_type = request.META.get("CONTENT_TYPE", "")
         body = decompress(request.body, request.META.get("HTTP_CONTENT_ENCODING", ""))
         decoded, encoding = decode_request(body, content_type)
+        check_request(decoded)  # unstorable text, depth, wrong node types: a 400 before ingest
         result = ingest(request.tenant, decoded, encoding, self.actor())
         payload, media = encode_response(result.partial_success(), content_type)
         response = HttpResponse(payload, content_type=media, status=200)
