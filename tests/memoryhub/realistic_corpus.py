@@ -369,13 +369,21 @@ CASES: list[dict] = [
                 "\tat com.acme.ledger.SettlementService.settle(SettlementService.java:217)\n"
                 "\tat com.acme.ledger.BatchJob.run(BatchJob.java:64)\n"
                 "Caused by: org.postgresql.util.PSQLException: ERROR: duplicate key value violates unique "
-                "constraint \"settlement_entry_uniq\"",
+                'constraint "settlement_entry_uniq"',
             ),
-            ("message", "assistant", "Batch run retried entry LE-88213; the unique constraint settlement_entry_uniq blocked it."),
+            (
+                "message",
+                "assistant",
+                "Batch run retried entry LE-88213; the unique constraint settlement_entry_uniq blocked it.",
+            ),
         ],
         "must_keep": [
-            "java.lang.IllegalStateException", "LE-88213", "SettlementService.java:217", "BatchJob.java:64",
-            "org.postgresql.util.PSQLException", "settlement_entry_uniq",
+            "java.lang.IllegalStateException",
+            "LE-88213",
+            "SettlementService.java:217",
+            "BatchJob.java:64",
+            "org.postgresql.util.PSQLException",
+            "settlement_entry_uniq",
         ],
         "obligations": [],
         "summary": (
@@ -395,10 +403,27 @@ CASES: list[dict] = [
                 "invoice_id,customer,amount,currency,due\nINV-3301,Globex GmbH,1.250,00,EUR,2026-05-31\n"
                 "INV-3302,Initech Ltd,980.50,USD,2026-06-15",
             ),
-            ("message", "user", "INV-3301 must be paid by 31 May; do not send reminders for INV-3302 before 15 June."),
+            (
+                "message",
+                "user",
+                "INV-3301 must be paid by 31 May; do not send reminders for INV-3302 before 15 June.",
+            ),
         ],
-        "must_keep": ["INV-3301", "Globex GmbH", "2026-05-31", "INV-3302", "Initech Ltd", "980.50", "2026-06-15", "31 May", "15 June"],
-        "obligations": [("INV-3301 must be paid by 31 May", "positive"), ("do not send reminders for INV-3302", "negative")],
+        "must_keep": [
+            "INV-3301",
+            "Globex GmbH",
+            "2026-05-31",
+            "INV-3302",
+            "Initech Ltd",
+            "980.50",
+            "2026-06-15",
+            "31 May",
+            "15 June",
+        ],
+        "obligations": [
+            ("INV-3301 must be paid by 31 May", "positive"),
+            ("do not send reminders for INV-3302", "negative"),
+        ],
         "summary": (
             "Invoices (invoice_id, customer, amount, currency, due): INV-3301 (Globex GmbH, 1.250,00 EUR, due 2026-05-31) and INV-3302 (Initech Ltd, 980.50 USD, "
             "due 2026-06-15).\nINV-3301 must be paid by 31 May; do not send reminders for INV-3302 before 15 June."
@@ -409,7 +434,11 @@ CASES: list[dict] = [
         "genre": "chat-ja",
         "events": [
             ("message", "user", "注文番号A-20931の配送先を東京都港区に変更してください。"),
-            ("decision", "assistant", "配送日を4月14日に変更することを決定しました。追跡番号はJP7741223305です。"),
+            (
+                "decision",
+                "assistant",
+                "配送日を4月14日に変更することを決定しました。追跡番号はJP7741223305です。",
+            ),
         ],
         "must_keep": ["A-20931", "4月14日", "JP7741223305"],
         "obligations": [("変更することを決定しました", "positive")],

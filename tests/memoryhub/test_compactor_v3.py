@@ -13,11 +13,20 @@ from memoryhub.core.quality import content_text
 from memoryhub.memory.summaries import check_content
 
 REALISTIC = [
-    ("requirement", "Der Endpunkt muss bei fehlendem Token 401 liefern und darf höchstens 30 Sekunden warten."),
+    (
+        "requirement",
+        "Der Endpunkt muss bei fehlendem Token 401 liefern und darf höchstens 30 Sekunden warten.",
+    ),
     ("requirement", "トークンがない場合は401を返すこと。タイムアウトは30秒、再試行は5回までとする。"),
-    ("message", "Customer: my order 4471-2290-18 arrived broken, total $649.00, tracking 1Z999AA10123456784."),
+    (
+        "message",
+        "Customer: my order 4471-2290-18 arrived broken, total $649.00, tracking 1Z999AA10123456784.",
+    ),
     ("decision", "Decision: we will send a replacement part LEG-ALU-72, not a refund."),
-    ("tool_result", "FAILED tests/test_refunds.py::test_partial - AssertionError at refunds.py:142 GATEWAY_TIMEOUT"),
+    (
+        "tool_result",
+        "FAILED tests/test_refunds.py::test_partial - AssertionError at refunds.py:142 GATEWAY_TIMEOUT",
+    ),
     ("message", "I looked at the logs again and nothing else seems off today, moving on to the next step."),
 ]
 
@@ -33,7 +42,9 @@ def versions(name: str, events: list[SourceEvent], budget: int, steps: int = 4):
     previous = None
     out = []
     for k in range(1, steps + 1):
-        result = get_compactor(name, token_budget=budget).compact(previous, events[: len(events) * k // steps])
+        result = get_compactor(name, token_budget=budget).compact(
+            previous, events[: len(events) * k // steps]
+        )
         out.append(result)
         previous = PreviousSummary(
             content=result.content, covers_from_seq=result.covers_from_seq, covers_to_seq=result.covers_to_seq
@@ -128,5 +139,10 @@ def test_manifest_shape_errors_are_reported_per_field():
         "content.dropped[0].units",
         "content.dropped[1]",
     ]
-    assert list(dropped_seqs({"seq": 3, "kind": "narrative", "text": "seqs 3-6", "units": []})) == [3, 4, 5, 6]
+    assert list(dropped_seqs({"seq": 3, "kind": "narrative", "text": "seqs 3-6", "units": []})) == [
+        3,
+        4,
+        5,
+        6,
+    ]
     assert list(dropped_seqs({"seq": 3, "kind": "unit", "text": "", "units": ["x"]})) == [3]

@@ -31,7 +31,8 @@ class CompactionRequestSerializer(serializers.Serializer):
         required=False, min_value=1, help_text="Event seq to compact through (default: the head)."
     )
     compactor = serializers.CharField(
-        required=False, help_text="extractive-v3 (default), extractive-v2, extractive-v1, openai-chat-v1 or openai-chat-v2."
+        required=False,
+        help_text="extractive-v3 (default), extractive-v2, extractive-v1, openai-chat-v1 or openai-chat-v2.",
     )
 
 
