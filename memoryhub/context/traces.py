@@ -177,8 +177,14 @@ def _same_trace(existing: ConsumerTrace, new: TraceIn) -> ConsumerTrace:
     return existing
 
 
-def record_trace(workflow: Workflow, data: Any, actor: Actor) -> tuple[ConsumerTrace, bool]:
-    """Record (or find) the trace of one model call; returns (trace, created)."""
+def record_trace(
+    workflow: Workflow, data: Any, actor: Actor, *, read_head: int | None = None
+) -> tuple[ConsumerTrace, bool]:
+    """Record (or find) the trace of one model call; returns (trace, created).
+
+    ``read_head`` is the head when the call read its context, for a caller that knows it better
+    than "now" (a timeline recorded after the fact, ``memoryhub.context.timeline``).
+    """
 
     trace_in = data if isinstance(data, TraceIn) else parse_trace(data)
     existing = (
@@ -211,7 +217,7 @@ def record_trace(workflow: Workflow, data: Any, actor: Actor) -> tuple[ConsumerT
         )
 
     flags: list[str] = []
-    head_at_read = head_now
+    head_at_read = head_now if read_head is None else read_head
     status_at_read = summary.status if summary else ""
     coords = parse_context_id(trace_in.context_id) if trace_in.context_id else None
     if coords is not None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from audit.investigate import investigate
 from memoryhub.client.anthropic import record_anthropic_response
+from memoryhub.context.timeline import record_timeline
 from memoryhub.context.traces import record_artifact, record_trace
 from memoryhub.core.actors import Actor
 from memoryhub.integrations.claude_code import sync_session
@@ -71,6 +72,10 @@ class ServiceSink:
         return record_observed_compaction(
             self._wf(external_id), covers_to_seq=covers_to_seq, compactor=compactor, actor=self.actor, **kw
         ).to_dict()
+
+    def record_timeline(self, external_id: str, items: list[dict]):
+        result = record_timeline(self._wf(external_id), {"items": items}, self.actor)
+        return {"head_seq": result.head_seq, "traces": result.traces}
 
     def record_trace(self, external_id: str, **kw: Any):
         body = {k: v for k, v in kw.items() if v is not None or k == "summary_id"}

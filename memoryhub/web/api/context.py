@@ -5,11 +5,13 @@ from __future__ import annotations
 import django_filters
 from django.db.models import Q
 from django.urls import path
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 
 from memoryhub.context.assembly import assemble_context
+from memoryhub.context.timeline import record_timeline
 from memoryhub.context.traces import record_artifact, record_trace
 from memoryhub.core.errors import NotFound
 from memoryhub.models import Artifact, ConsumerTrace
@@ -216,6 +218,37 @@ class WorkflowTraces(generics.ListAPIView, TenantAPIView):
         )
 
 
+class WorkflowTimeline(TenantAPIView):
+    """Events and the model calls between them, in order, in one request (memoryhub.context.timeline)."""
+
+    @extend_schema(
+        request=inline_serializer(
+            "TimelineIn", {"items": serializers.ListField(child=serializers.DictField())}
+        ),
+        responses={
+            201: inline_serializer(
+                "TimelineOut",
+                {
+                    "events": serializers.ListField(child=serializers.DictField()),
+                    "traces": serializers.ListField(child=serializers.DictField()),
+                    "head_seq": serializers.IntegerField(),
+                },
+            ),
+            200: OpenApiTypes.OBJECT,
+            400: ErrorSerializer,
+            404: ErrorSerializer,
+            409: ErrorSerializer,
+            413: ErrorSerializer,
+        },
+    )
+    def post(self, request, wf: str):
+        result = record_timeline(self.workflow(wf), body_object(request), self.actor())
+        return Response(
+            {"events": result.events, "traces": result.traces, "head_seq": result.head_seq},
+            status=status.HTTP_201_CREATED if result.written else status.HTTP_200_OK,
+        )
+
+
 class TraceDetail(TenantAPIView):
     @extend_schema(responses={200: TraceSerializer, 404: ErrorSerializer})
     def get(self, request, trace_id: int):
@@ -284,6 +317,7 @@ class ArtifactDetail(TenantAPIView):
 urlpatterns = [
     path(f"workflows/{WF}/context/", WorkflowContext.as_view(), name="workflow-context"),
     path(f"workflows/{WF}/traces/", WorkflowTraces.as_view(), name="workflow-traces"),
+    path(f"workflows/{WF}/timeline/", WorkflowTimeline.as_view(), name="workflow-timeline"),
     path("traces/<int:trace_id>/", TraceDetail.as_view(), name="trace-detail"),
     path(f"workflows/{WF}/artifacts/", WorkflowArtifacts.as_view(), name="workflow-artifacts"),
     path("artifacts/<str:artifact_id>/", ArtifactDetail.as_view(), name="artifact-detail"),
