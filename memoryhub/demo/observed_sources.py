@@ -344,27 +344,23 @@ def load_anthropic(tenant: Tenant, actor: Actor, out: Out) -> None:
     wf = sink.create_workflow(
         ANTHROPIC_WORKFLOW, name="Payout hold ticket 991", source=WorkflowSource.ANTHROPIC
     )
-    sink.append_events(
-        ANTHROPIC_WORKFLOW,
-        [
-            {
-                "kind": "message",
-                "role": "user",
-                "agent": "merchant",
-                "content": text,
-                "client_event_id": f"t991-{i}",
-            }
-            for i, text in enumerate(
-                [
-                    "Why is payout 3310 on hold?",
-                    "We uploaded our KYC document last year.",
-                    "Can you check whether anything expired?",
-                ]
-            )
-        ],
-    )
+    messages = [
+        {"role": "user", "content": text}
+        for text in [
+            "Why is payout 3310 on hold?",
+            "We uploaded our KYC document last year.",
+            "Can you check whether anything expired?",
+        ]
+    ]
     cm = {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 150_000}}]}
-    result = record_anthropic_response(sink, ANTHROPIC_WORKFLOW, anthropic_response(), context_management=cm)
+    result = record_anthropic_response(
+        sink,
+        ANTHROPIC_WORKFLOW,
+        anthropic_response(),
+        messages=messages,
+        agent="merchant",
+        context_management=cm,
+    )
     record_artifact(
         wf,
         {

@@ -102,3 +102,80 @@ def test_encrypted_only_block_is_opaque_and_a_failed_block_is_skipped(hub):
         ConsumerTrace.objects.get(model_call_id="anthropic:msg_03").summary.summary_id
         == observed["summary_id"]
     )
+
+
+# -- the README's call: a new workflow, the request's messages, a repeat ---------------------------
+
+
+@pytest.fixture
+def fresh_hub(live_server, alice):
+    with MemoryHubClient(live_server.url, api_key=alice.key.secret, timeout=30) as client:
+        yield client
+
+
+REQUEST = [
+    {"role": "user", "content": "Order 4417 arrived broken; I want a refund."},
+    {"role": "assistant", "content": [{"type": "text", "text": "Sorry to hear that. Photo please?"}]},
+    {"role": "user", "content": [{"type": "text", "text": "Photo attached. Refund to the original card."}]},
+    {"role": "user", "content": "ok"},
+    {"role": "user", "content": "ok"},
+]
+
+
+def test_new_workflow_records_the_request_and_a_repeat_returns_the_same_result(fresh_hub):
+    response = _message("msg_10", [
+        {"type": "compaction", "content": "Refund for broken order 4417 to the original card."},
+        {"type": "text", "text": "Refund issued for order 4417."},
+    ])  # fmt: skip
+    first = fresh_hub.record_anthropic_response(
+        "ticket-new", response, messages=REQUEST, context_management=CM
+    )
+    wf = fresh_hub.get_workflow("ticket-new")
+    assert wf.source == "anthropic" and wf.head_seq == 6  # 5 request messages ("ok" twice) + the reply
+    stored = [(e.role, e.content) for e in fresh_hub.list_events("ticket-new")]
+    assert stored[:3] == [
+        ("user", "Order 4417 arrived broken; I want a refund."),
+        ("assistant", "Sorry to hear that. Photo please?"),
+        ("user", "Photo attached. Refund to the original card."),
+    ]
+    assert stored[3:] == [("user", "ok"), ("user", "ok"), ("assistant", "Refund issued for order 4417.")]
+    (observed,) = first["compactions"]
+    assert observed["covers_to_seq"] == 5 and observed["activation"] == "activated"
+    trace = ConsumerTrace.objects.get(model_call_id="anthropic:msg_10")
+    assert (trace.tail_to_seq, trace.head_seq_at_read) == (5, 5) and "tail_loss" not in trace.flags
+
+    again = fresh_hub.record_anthropic_response(
+        "ticket-new", response, messages=REQUEST, context_management=CM
+    )
+    assert again == {**first, "compactions": [{**observed, "created": False}]}
+    assert fresh_hub.get_workflow("ticket-new").head_seq == 6 and Summary.objects.count() == 1
+
+    # The next request repeats this one and the reply: only the new message is appended.
+    follow_up = [
+        *REQUEST,
+        {"role": "assistant", "content": response.content},
+        {"role": "user", "content": "thanks"},
+    ]
+    fresh_hub.record_anthropic_response(
+        "ticket-new",
+        _message("msg_11", [{"type": "text", "text": "You're welcome."}], None),
+        messages=follow_up,
+    )
+    assert [e.content for e in fresh_hub.list_events("ticket-new", after=6)] == ["thanks", "You're welcome."]
+
+
+def test_a_repeat_without_messages_is_idempotent_too(hub):
+    response = _message("msg_20", [
+        {"type": "compaction", "content": "Customer wants a refund for order 4417."},
+        {"type": "text", "text": "Done."},
+    ])  # fmt: skip
+    first = hub.record_anthropic_response("ticket-991", response, context_management=CM)
+    again = hub.record_anthropic_response("ticket-991", response, context_management=CM)
+    assert again["compactions"][0]["summary_id"] == first["compactions"][0]["summary_id"]
+    assert again["trace_id"] == first["trace_id"] and hub.get_workflow("ticket-991").head_seq == 7
+
+
+def test_a_compaction_with_nothing_to_cover_is_a_clear_error(fresh_hub):
+    response = _message("msg_30", [{"type": "compaction", "content": "Summary of nothing recorded."}])
+    with pytest.raises(ValueError, match="pass the request's messages"):
+        fresh_hub.record_anthropic_response("ticket-empty", response)
