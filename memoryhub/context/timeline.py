@@ -16,16 +16,19 @@ by ``client_event_id``, traces by ``model_call_id``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 
-from memoryhub.context.traces import parse_trace, record_trace
+from memoryhub.context.traces import ReadPoint, parse_trace, record_trace
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import InvalidInput, PayloadTooLarge
 from memoryhub.memory.events import append_events, parse_batch
-from memoryhub.models import Workflow
+from memoryhub.memory.quality_service import ACTIVE_JOB_STATUSES
+from memoryhub.models import CompactionJob, Workflow
+from triggers.policy import policy_for
 
 TIMELINE_FIELDS = frozenset({"items"})
 ITEM_KINDS = ("event", "trace")
@@ -77,14 +80,23 @@ def record_timeline(workflow: Workflow, payload: Any, actor: Actor) -> TimelineR
     events = parse_batch({"events": raw_events})[0] if raw_events else []
 
     with transaction.atomic():
-        start = Workflow.objects.filter(pk=workflow.pk).values_list("head_seq", flat=True).get()
+        row = (
+            Workflow.objects.filter(pk=workflow.pk).values("head_seq", "summary_tokens", "tail_tokens").get()
+        )
+        start, history = row["head_seq"], row["summary_tokens"] + row["tail_tokens"]
         appended = append_events(workflow, events) if events else None
-        seqs = [e["seq"] for e in appended.events] if appended else []
+        stored = appended.events if appended else []
+        seqs = [e["seq"] for e in stored]
+        # History at each point of the timeline: what was there before, plus the new events so far.
+        grown = list(accumulate((e["token_count"] if e["seq"] > start else 0) for e in stored))
+        safe_budget = policy_for(workflow).safe_budget
+        running = CompactionJob.objects.filter(workflow=workflow, status__in=ACTIVE_JOB_STATUSES).exists()
         recorded = []
         for index, before, trace_in in traces:
             tail = seqs[before - 1] if before else start
             trace_in.tail_to_seq = tail
-            trace, created = record_trace(workflow, trace_in, actor, read_head=tail)
+            read = ReadPoint(tail, history + (grown[before - 1] if before else 0), safe_budget, running)
+            trace, created = record_trace(workflow, trace_in, actor, read=read)
             recorded.append(
                 {
                     "index": index,

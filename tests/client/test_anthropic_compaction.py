@@ -8,8 +8,9 @@ import hashlib
 import pytest
 from anthropic.types.beta import BetaMessage
 
+from memoryhub.accounts.tenancy import issue_api_key
 from memoryhub.client import MemoryHubClient
-from memoryhub.models import ConsumerTrace, Event, Summary, SummaryStatus
+from memoryhub.models import ConsumerTrace, Event, Role, Summary, SummaryStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CM = {
@@ -44,7 +45,11 @@ def _message(msg_id: str, blocks: list[dict], compaction_input: int | None = 131
 
 @pytest.fixture
 def hub(live_server, alice):
-    with MemoryHubClient(live_server.url, api_key=alice.key.secret, timeout=30) as client:
+    with MemoryHubClient(
+        live_server.url,
+        api_key=issue_api_key(alice.tenant, "integration", role=Role.INGEST).secret,
+        timeout=30,
+    ) as client:
         client.create_workflow("ticket-991", source="anthropic")
         client.append_events(
             "ticket-991",
@@ -109,7 +114,11 @@ def test_encrypted_only_block_is_opaque_and_a_failed_block_is_skipped(hub):
 
 @pytest.fixture
 def fresh_hub(live_server, alice):
-    with MemoryHubClient(live_server.url, api_key=alice.key.secret, timeout=30) as client:
+    with MemoryHubClient(
+        live_server.url,
+        api_key=issue_api_key(alice.tenant, "integration", role=Role.INGEST).secret,
+        timeout=30,
+    ) as client:
         yield client
 
 

@@ -13,19 +13,24 @@ from typing import Any
 import pytest
 from openai import AsyncOpenAI
 
+from memoryhub.accounts.tenancy import issue_api_key
 from memoryhub.client import MemoryHubClient
 from memoryhub.core.checks import validation_result
 from memoryhub.core.opaque import OPAQUE_SCHEMA
 from memoryhub.examples.openai_agents_example import compact_handler, run_example
 from memoryhub.integrations.openai_agents import COMPACTOR_NAME, MemoryHubSession
-from memoryhub.models import CompactionJob, Event, Summary, Workflow
+from memoryhub.models import CompactionJob, Event, Role, Summary, Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def hub(live_server, alice) -> Iterator[MemoryHubClient]:
-    with MemoryHubClient(live_server.url, api_key=alice.key.secret, timeout=30) as client:
+    with MemoryHubClient(
+        live_server.url,
+        api_key=issue_api_key(alice.tenant, "integration", role=Role.INGEST).secret,
+        timeout=30,
+    ) as client:
         yield client
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from memoryhub.accounts.tenancy import issue_api_key
 from memoryhub.client import MemoryHubClient
 from memoryhub.integrations import claude_code
-from memoryhub.models import CompactionJob, ConsumerTrace, Event, Summary, SummaryStatus, Workflow
+from memoryhub.models import CompactionJob, ConsumerTrace, Event, Role, Summary, SummaryStatus, Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SESSION = "5f1c2a9e-0000-4000-8000-000000000001"
@@ -120,7 +121,12 @@ def hook_dir(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture
 def hub(live_server, alice):
-    with MemoryHubClient(live_server.url, api_key=alice.key.secret, timeout=30, max_retries=0) as client:
+    with MemoryHubClient(
+        live_server.url,
+        api_key=issue_api_key(alice.tenant, "integration", role=Role.INGEST).secret,
+        timeout=30,
+        max_retries=0,
+    ) as client:
         yield client
 
 

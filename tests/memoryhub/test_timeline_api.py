@@ -69,3 +69,21 @@ def test_over_the_batch_limit_is_413(chat, settings):
     settings.MEMORYHUB_MAX_BATCH_EVENTS = 3
     answer = chat.post(URL, {"items": [_ev(i) for i in range(4)]}, format="json")
     assert answer.status_code == 413 and answer.json()["error"] == "batch_too_large"
+
+
+def test_missed_compaction_is_judged_at_each_calls_own_read(chat):
+    """The safe budget is 18,000 tokens: the first call read ~10k, the second ~20k (over it)."""
+    from tests.triggers.test_api import SEED_POLICY
+
+    assert chat.put("/api/v1/workflows/chat/policy/", SEED_POLICY, format="json").status_code == 200
+    big = " ".join(f"word{i}" for i in range(5_000))  # ~10k tokens
+    items = [
+        {"event": {"kind": "message", "role": "user", "content": big, "client_event_id": "b1"}},
+        _call("under"),
+        {"event": {"kind": "message", "role": "user", "content": big + " again", "client_event_id": "b2"}},
+        _call("over"),
+    ]
+    answer = chat.post(URL, {"items": items}, format="json")
+    assert answer.status_code == 201, answer.content
+    flags = {t["model_call_id"]: t["flags"] for t in answer.json()["traces"]}
+    assert "missed_compaction" not in flags["under"] and "missed_compaction" in flags["over"]

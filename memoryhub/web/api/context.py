@@ -14,7 +14,7 @@ from memoryhub.context.assembly import assemble_context
 from memoryhub.context.timeline import record_timeline
 from memoryhub.context.traces import record_artifact, record_trace
 from memoryhub.core.errors import NotFound
-from memoryhub.models import Artifact, ConsumerTrace
+from memoryhub.models import Artifact, ConsumerTrace, Role
 from memoryhub.models.traces import TRACE_API_FIELDS
 from memoryhub.web.api.common import WF, TenantAPIView, body_object, int_param
 from memoryhub.web.api.pagination import StandardPagination
@@ -184,6 +184,7 @@ class TraceFilter(django_filters.FilterSet):
 
 
 class WorkflowTraces(generics.ListAPIView, TenantAPIView):
+    write_role = Role.INGEST
     serializer_class = TraceSerializer
     filterset_class = TraceFilter
     pagination_class = StandardPagination
@@ -220,6 +221,8 @@ class WorkflowTraces(generics.ListAPIView, TenantAPIView):
 
 class WorkflowTimeline(TenantAPIView):
     """Events and the model calls between them, in order, in one request (memoryhub.context.timeline)."""
+
+    write_role = Role.INGEST
 
     @extend_schema(
         request=inline_serializer(
