@@ -31,6 +31,7 @@ from .errors import (
     ApiError,
     CompactionTimeout,
     Conflict,
+    NotConfigured,
     TransportError,
     error_for_status,
 )
@@ -99,7 +100,7 @@ class MemoryHubClient:
         self,
         base_url: str,
         api_key: str | None = None,
-        timeout: float = 10.0,
+        timeout: float | httpx.Timeout = 10.0,
         max_retries: int = 3,
         backoff: float = 0.25,
         *,
@@ -126,15 +127,25 @@ class MemoryHubClient:
         self._http = httpx.Client(
             base_url=self.base_url, timeout=timeout, headers=all_headers, transport=transport
         )
+        # Served by this process (WSGI): requests must stay on the caller's thread (its database
+        # connection and transaction), so wrappers must not hand them to a worker thread.
+        self.in_process = isinstance(transport, httpx.WSGITransport)
 
     @classmethod
     def from_env(cls, **kwargs: Any) -> MemoryHubClient:
-        """Build from ``MEMORYHUB_URL`` (default http://127.0.0.1:8000) and ``MEMORYHUB_API_KEY``."""
-        return cls(
-            os.environ.get("MEMORYHUB_URL", "http://127.0.0.1:8000"),
-            os.environ.get("MEMORYHUB_API_KEY"),
-            **kwargs,
-        )
+        """Build from ``MEMORYHUB_URL`` and ``MEMORYHUB_API_KEY``, both required: a missing one raises
+        :class:`NotConfigured` here rather than silently targeting some default address."""
+        url = os.environ.get("MEMORYHUB_URL", "").strip()
+        key = os.environ.get("MEMORYHUB_API_KEY", "").strip()
+        if not url:
+            raise NotConfigured(
+                "MEMORYHUB_URL is not set: MemoryHub has no default address; set it (or pass a client)"
+            )
+        if not key:
+            raise NotConfigured(
+                "MEMORYHUB_API_KEY is not set: create an API key and export it (or pass a client)"
+            )
+        return cls(url, key, **kwargs)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -396,6 +407,40 @@ class MemoryHubClient:
 
     def put_policy(self, workflow_id: str, policy: Mapping[str, Any]) -> JSON:
         return self._json("PUT", f"/api/v1/workflows/{_wf(workflow_id)}/policy/", json=dict(policy))
+
+    # -- the per-model-call round trip -----------------------------------------------------------
+
+    @staticmethod
+    def step_path(workflow_id: str) -> str:
+        return f"/api/v1/workflows/{_wf(workflow_id)}/step/"
+
+    @staticmethod
+    def step_body(
+        *,
+        events: Iterable[Mapping[str, Any]] = (),
+        compactions: Iterable[Mapping[str, Any]] = (),
+        traces: Iterable[Mapping[str, Any]] = (),
+        decide: Mapping[str, Any] | None = None,
+        create: Mapping[str, Any] | None = None,
+        context: bool = False,
+    ) -> JSON:
+        """The JSON body of :meth:`step` (also what a spool keeps to replay it)."""
+        body: JSON = {"context": True} if context else {}
+        if create is not None:
+            body["create"] = _drop_none(create)
+        for key, items in (("events", events), ("compactions", compactions), ("traces", traces)):
+            listed = [dict(item) for item in items]
+            if listed:
+                body[key] = listed
+        if decide is not None:
+            body["decide"] = _drop_none(decide)
+        return body
+
+    def step(self, workflow_id: str, body: Mapping[str, Any]) -> JSON:
+        """``POST …/step/``: append events (each with its ``client_event_id``), record observed
+        compactions and consumer traces (by client ids), optionally decide — one transaction, one
+        round trip, idempotent as a whole (build ``body`` with :meth:`step_body`)."""
+        return self._json("POST", self.step_path(workflow_id), json=dict(body), idempotent=True)
 
     # -- compaction --------------------------------------------------------------------------------
 

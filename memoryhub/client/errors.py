@@ -13,6 +13,11 @@ class MemoryHubError(Exception):
     """Base class of every error the client raises."""
 
 
+class NotConfigured(MemoryHubError, ValueError):
+    """MemoryHub's URL or API key is missing or malformed: raised at construction, never a silent
+    default target."""
+
+
 class TransportError(MemoryHubError):
     """The server could not be reached (or the connection broke) after every retry."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
 from memoryhub.client import MemoryHubClient
+from memoryhub.client.resilience import ResilientHub
 from memoryhub.integrations.langchain import MemoryHubSummarizationMiddleware
 
 __all__ = ["EXAMPLE_POLICY", "ExampleRun", "ScriptedAgentModel", "ExtractiveSummarizer", "run_example"]
@@ -127,19 +129,33 @@ def run_example(
     *,
     tests: int = 12,
     artifact_id: str | None = "LC-REPORT-1",
-    compaction: str = "langchain",
     policy: dict[str, Any] | None = None,
+    trigger: Any = None,
     keep: tuple[str, int] = ("messages", 4),
+    deadline: float = 30.0,
+    spool_dir: str | None = None,
 ) -> ExampleRun:
-    """Run the agent on a fresh workflow; record the final answer as an artifact."""
+    """Run the agent on a fresh workflow; record the final answer as an artifact.
+
+    ``trigger=None`` lets the workflow's policy (``policy``, default EXAMPLE_POLICY) decide; a
+    LangChain trigger (``("tokens", 1400)``) is evaluated as LangChain does. The example waits up
+    to ``deadline`` per call (an agent would keep the 200 ms default) and delivers everything
+    before it records the artifact.
+    """
     client.create_workflow(workflow, name="LangChain agent: payments test logs", source="langchain")
     client.put_policy(workflow, policy or EXAMPLE_POLICY)
     model = ScriptedAgentModel(messages=iter(script(tests)))
+    hub = ResilientHub(
+        client=client,
+        component="langchain-example",
+        deadline=deadline,
+        spool_dir=spool_dir or tempfile.mkdtemp(prefix="memoryhub-langchain-example-"),
+    )
     middleware = MemoryHubSummarizationMiddleware(
         model,
-        client=client,
+        hub=hub,
+        trigger=trigger,
         agent="log-reader",
-        compaction=compaction,  # type: ignore[arg-type]  # a caller's str, checked by the middleware
         summarizer=ExtractiveSummarizer(),
         keep=keep,
         expected_next_step_tokens=150,
@@ -150,6 +166,9 @@ def run_example(
         {"messages": [HumanMessage(f"Read the logs of T1..T{tests} and report the failing tests.")]},
         {"configurable": {"thread_id": workflow}, "recursion_limit": 4 * tests + 10},
     )
+    if not middleware.flush(timeout=60):
+        raise RuntimeError(f"MemoryHub did not take the run's records: {hub.status()}")
+    hub.close()
     run = ExampleRun(workflow=workflow, messages=state["messages"], middleware=middleware)
     if artifact_id and middleware.last_model_call_id:
         run.artifact = client.record_artifact(

@@ -1,72 +1,86 @@
-"""LangChain v1 agent middleware backed by MemoryHub (a drop-in for ``SummarizationMiddleware``).
+"""LangChain v1 agent middleware backed by MemoryHub: a drop-in for ``SummarizationMiddleware``.
 
 ::
 
     from memoryhub.integrations.langchain import MemoryHubSummarizationMiddleware
 
     agent = create_agent(model, tools, middleware=[
-        MemoryHubSummarizationMiddleware(model="openai:gpt-4.1-mini", keep=("messages", 20)),
+        MemoryHubSummarizationMiddleware("openai:gpt-4.1-mini", trigger=("tokens", 4000), keep=("messages", 20)),
     ])
 
-It subclasses LangChain's ``SummarizationMiddleware`` (same ``model``, ``keep``, ``summary_prompt``,
-``trim_tokens_to_summarize`` and ``summarizer`` arguments; LangChain still picks the cut so that AI
-tool calls and their tool results stay together) and changes three things:
+**Same arguments, same decisions, same messages.** It subclasses LangChain's
+``SummarizationMiddleware`` and takes its arguments unchanged (``model``, ``trigger``, ``keep``,
+``token_counter``, ``summary_prompt``, ``trim_tokens_to_summarize``, ``summarizer``). When to
+summarize, where to cut (tool calls stay with their results), the summary text and the summary
+message are LangChain's own code paths, so the agent's model sees exactly what it would see with
+``SummarizationMiddleware`` (tests/integrations/test_langchain_parity.py runs both side by side,
+``invoke`` and ``ainvoke``, MemoryHub up and down). Two differences, both by design:
 
-* **events**: before and after every model call each new message becomes a MemoryHub event
-  (``client_event_id`` derived from the message id, so a re-run or restart never duplicates it);
-* **when**: it asks the workflow's trigger (``POST …/trigger/``, O(1) running totals on the
-  server) instead of recounting the history; ``trigger=`` is not used;
-* **recording**: when the trigger says compact, the summary comes either from LangChain's own
-  summarizer (``compaction="langchain"``: ``model``/``summarizer`` with ``summary_prompt``) or from a
-  MemoryHub compaction job (``compaction="memoryhub"``); either way it is a summary version covering
-  the exact range of events replaced, with the compactor named after the model and prompt, and the
-  summary message the model then reads carries its ``summary_id``.
+* the count is kept incrementally: only messages new since the previous model call are counted
+  (with the default ``count_tokens_approximately``, including its usage-metadata scaling, the
+  total is identical to LangChain's whole-history count). A custom ``token_counter`` cannot be
+  assumed additive, so it is called on the whole history each time, as LangChain does;
+* ``trigger=None`` (LangChain: never summarize) means "the workflow's MemoryHub policy decides":
+  the decision comes back with the step call, and when MemoryHub is unreachable nothing is
+  summarized (LangChain's behaviour for ``trigger=None``).
 
-``wrap_model_call`` records a consumer trace for every model call: the summary the model read (or
-none), the last event it saw, and a context id/manifest of the same read from MemoryHub. The
-trace's ``model_call_id`` is put in the AI message's ``response_metadata["memoryhub_model_call_id"]``
-so artifacts can name the call that produced them.
+The summary message carries ``additional_kwargs["memoryhub_summary"]`` (observation id, summary id
+once known) and an id; its content is LangChain's.
 
-The workflow is ``workflow_id`` or, by default, the LangGraph ``thread_id``; it is created with
-``source="langchain"``. The client comes from ``MEMORYHUB_URL`` / ``MEMORYHUB_API_KEY`` unless
-given.
+**One round trip per model call, flat cost.** ``before_model`` sends one ``POST …/step/``: the new
+messages as events (ids derived from message ids, so a re-run never duplicates), the compaction it
+just performed (coverage by event id), the consumer traces of earlier model calls, and (policy
+mode) the decision request. ``after_agent`` queues the last messages for the background drainer
+(no wait). A history longer than the server's batch maximum is caught up in chunks by the
+background drainer while the agent runs natively.
+
+**Never hurts the agent.** All calls go through :class:`memoryhub.client.resilience.ResilientHub`:
+deadline (``MEMORYHUB_DEADLINE_MS``, default 200 ms), circuit breaker, local spool drained in order
+later, one warning per outage. ``MEMORYHUB_URL`` / ``MEMORYHUB_API_KEY`` missing is
+:class:`~memoryhub.client.NotConfigured` at construction.
+
+The workflow is ``workflow_id`` or the LangGraph ``thread_id`` (created with ``source="langchain"``
+on first use). Without either, one workflow per middleware instance is used (logged once).
 """
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import hashlib
 import logging
-from collections.abc import Callable
-from typing import Any, Literal
+import math
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from langchain.agents.middleware.summarization import (
+    _DEFAULT_MESSAGES_TO_KEEP,
+    _DEFAULT_TRIM_TOKEN_LIMIT,
     DEFAULT_SUMMARY_PROMPT,
     SummarizationMiddleware,
     Summarizer,
+    TokenCounter,
 )
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage
+from langchain_core.messages.utils import count_tokens_approximately
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
-from memoryhub.client import MemoryHubClient, Summary
-from memoryhub.client.types import ContextSummary
-from memoryhub.integrations.langgraph import (
-    current_langgraph_ids,
-    message_to_events,
-    render_summary,
-    stable_id,
-)
-from memoryhub.integrations.recorder import record_compaction
+from memoryhub.client import MemoryHubClient
+from memoryhub.client.resilience import ResilientHub, SpooledRequest
+from memoryhub.integrations.langgraph import current_langgraph_ids, message_to_events, stable_id
 
-__all__ = ["MemoryHubSummarizationMiddleware", "SUMMARY_KEY"]
+__all__ = ["SUMMARY_KEY", "MemoryHubSummarizationMiddleware", "TokenTally", "is_summary_message"]
 
 logger = logging.getLogger(__name__)
 
-SUMMARY_KEY = "memoryhub_summary"  # additional_kwargs of the summary message: id, version, coverage
+SUMMARY_KEY = "memoryhub_summary"  # additional_kwargs of the summary message
 _LC_SOURCE = "summarization"
 COMPACT_ACTIONS = frozenset({"compact", "retrieve_or_block"})
+MAX_BATCH_EVENTS = 1000  # the server's default MEMORYHUB_MAX_BATCH_EVENTS
 
 
 def _prompt_version(prompt: str) -> str:
@@ -84,250 +98,487 @@ def _model_name(model: Any) -> str:
     return llm_type if isinstance(llm_type, str) else type(model).__name__
 
 
-def _callable_name(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "name", None) or type(fn).__name__
-
-
 def is_summary_message(message: AnyMessage) -> bool:
     kwargs = getattr(message, "additional_kwargs", None) or {}
     return kwargs.get("lc_source") == _LC_SOURCE
 
 
+class TokenTally:
+    """``count_tokens_approximately(messages, use_usage_metadata_scaling=…)`` kept as a running total.
+
+    LangChain's count is a sum of per-message counts, optionally scaled by the last AI message's
+    reported ``total_tokens`` over the approximate count up to it (1.0–1.25, only while every AI
+    message names the same provider). Every term is known when a message arrives, so adding one
+    message is O(1) and :meth:`value` equals the whole-list count.
+    """
+
+    def __init__(self, per_message: Callable[[Sequence[Any]], int], *, scaling: bool) -> None:
+        self._per_message = per_message
+        self.scaling = scaling
+        self.reset()
+
+    def reset(self) -> None:
+        self.total = 0.0
+        self.count = 0
+        self._provider: str | None = None
+        self._mixed = False
+        self._last_ai_total: int | None = None
+        self._approx_at_last_ai = 0.0
+
+    def add(self, message: Any) -> None:
+        self.total += self._per_message([message])
+        self.count += 1
+        if self.scaling and isinstance(message, AIMessage):
+            provider = message.response_metadata.get("model_provider")
+            if self._provider is None:
+                self._provider = provider
+            elif provider != self._provider:
+                self._mixed = True
+            usage = message.usage_metadata
+            if usage and isinstance(total := usage.get("total_tokens"), int):
+                self._last_ai_total = total
+                self._approx_at_last_ai = self.total
+
+    def value(self) -> int:
+        total = self.total
+        if (
+            self.scaling
+            and self.count > 1
+            and not self._mixed
+            and self._provider is not None
+            and self._last_ai_total is not None
+            and self._approx_at_last_ai > 0
+        ):
+            total *= min(1.25, max(1.0, self._last_ai_total / self._approx_at_last_ai))
+        return math.ceil(total)
+
+
+def _incremental_tally(counter: TokenCounter) -> TokenTally | None:
+    """A running tally equal to ``counter``, or None when ``counter`` is not LangChain's approximate one."""
+    if counter is count_tokens_approximately:
+        return TokenTally(counter, scaling=False)
+    if (
+        isinstance(counter, functools.partial)
+        and counter.func is count_tokens_approximately
+        and not counter.args
+    ):
+        keywords = dict(counter.keywords)
+        scaling = bool(keywords.pop("use_usage_metadata_scaling", False))
+        if set(keywords) - {"chars_per_token", "extra_tokens_per_message", "count_name", "tokens_per_image"}:
+            return None
+        per_message = functools.partial(
+            count_tokens_approximately, use_usage_metadata_scaling=False, **keywords
+        )
+        return TokenTally(per_message, scaling=scaling)
+    return None
+
+
+@dataclass
+class _Thread:
+    """What the middleware remembers about one conversation (so each call handles new messages only)."""
+
+    workflow: str
+    tally: TokenTally | None
+    known: int = 0  # messages of the state already handled
+    last_id: str | None = None  # id of the last of them (to recognise the same state next time)
+    last_event: str | None = None  # client_event_id of the last event sent
+    summary: dict[str, Any] | None = None  # SUMMARY_KEY of the summary message in the state
+    pending_traces: list[dict[str, Any]] = field(default_factory=list)
+    pending_compactions: list[dict[str, Any]] = field(default_factory=list)
+    context: dict[str, Any] | None = None  # the server's description of the read after the last step
+    calls: int = 0
+
+
+@dataclass
+class _Prepared:
+    """The outcome of the local part of ``before_model`` (the same for sync and async)."""
+
+    thread: _Thread
+    events: list[dict[str, Any]]
+    messages: list[AnyMessage]
+    compact: bool
+    cutoff: int = 0
+
+
 class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
-    """``SummarizationMiddleware`` whose history, trigger, summaries and traces live in MemoryHub."""
+    """``SummarizationMiddleware`` that records events, summaries and traces in MemoryHub."""
 
     def __init__(
         self,
         model: Any,
         *,
+        trigger: Any = None,
+        keep: Any = ("messages", _DEFAULT_MESSAGES_TO_KEEP),
+        token_counter: TokenCounter = count_tokens_approximately,
+        summary_prompt: str = DEFAULT_SUMMARY_PROMPT,
+        trim_tokens_to_summarize: int | None = _DEFAULT_TRIM_TOKEN_LIMIT,
+        summarizer: Summarizer | None = None,
+        # MemoryHub's own (keyword-only, all optional):
+        hub: ResilientHub | None = None,
         client: MemoryHubClient | None = None,
         workflow_id: str | Callable[[], str] | None = None,
         agent: str = "agent",
-        compaction: Literal["langchain", "memoryhub"] = "langchain",
-        keep: Any = ("messages", 20),
-        summary_prompt: str = DEFAULT_SUMMARY_PROMPT,
-        trim_tokens_to_summarize: int | None = 4000,
-        summarizer: Summarizer | None = None,
-        expected_next_step_tokens: int = 500,
-        compaction_timeout: float = 60.0,
+        expected_next_step_tokens: int = 0,
+        deadline: float | None = None,
+        spool_dir: str | Path | None = None,
         graph_release: str | None = None,
         workflow_name: str | None = None,
+        max_batch_events: int = MAX_BATCH_EVENTS,
         **deprecated_kwargs: Any,
     ) -> None:
-        deprecated_kwargs.pop("trigger", None)  # the MemoryHub policy decides when
         super().__init__(
             model,
-            trigger=None,
+            trigger=trigger,
             keep=keep,
+            token_counter=token_counter,
             summary_prompt=summary_prompt,
             trim_tokens_to_summarize=trim_tokens_to_summarize,
             summarizer=summarizer,
             **deprecated_kwargs,
         )
-        if compaction not in ("langchain", "memoryhub"):
-            raise ValueError("compaction must be 'langchain' or 'memoryhub'")
-        self.client = client or MemoryHubClient.from_env()
+        if hub is None:
+            hub = (
+                ResilientHub(client=client, component="langchain", deadline=deadline, spool_dir=spool_dir)
+                if client is not None
+                else ResilientHub.from_env(component="langchain", deadline=deadline, spool_dir=spool_dir)
+            )
+        self.hub = hub
+        self.policy_decides = not self._trigger_clauses
         self._workflow_id = workflow_id
+        self._fallback_workflow = f"langchain-{uuid.uuid4().hex[:12]}"
         self.agent = agent
-        self.compaction = compaction
         self.expected_next_step_tokens = expected_next_step_tokens
-        self.compaction_timeout = compaction_timeout
         self.graph_release = graph_release
         self.workflow_name = workflow_name
-        self._raw_summarizer = summarizer
-        self._created: set[str] = set()
-        self._seqs: dict[tuple[str, str], int] = {}  # (workflow, message id) -> last seq of its events
+        self.max_batch_events = max(1, int(max_batch_events))
+        self._threads: dict[str, _Thread] = {}
         self.last_model_call_id: str | None = None
+        self.last_step: dict[str, Any] | None = None  # the server's answer to the last live step
 
     # -- identity -----------------------------------------------------------------------------------
 
     def workflow_id(self) -> str:
-        """The MemoryHub workflow: the configured id, else the LangGraph thread id (created once)."""
+        """The configured id, else the LangGraph thread id, else one id for this middleware."""
         if callable(self._workflow_id):
-            wf = self._workflow_id()
-        elif self._workflow_id:
-            wf = self._workflow_id
-        else:
-            wf = current_langgraph_ids().get("thread_id", "")
-            if not wf:
-                raise ValueError("no workflow_id given and no LangGraph thread_id in the run config")
-        if wf not in self._created:
-            self.client.create_workflow(
-                wf, name=self.workflow_name, graph_release=self.graph_release, source="langchain"
+            return self._workflow_id()
+        if self._workflow_id:
+            return self._workflow_id
+        thread = current_langgraph_ids().get("thread_id")
+        if thread:
+            return thread
+        if self._fallback_workflow not in self._threads:
+            logger.info(
+                "MemoryHub: no workflow_id and no LangGraph thread_id; recording as %s",
+                self._fallback_workflow,
             )
-            self._created.add(wf)
-        return wf
+        return self._fallback_workflow
 
     def compactor(self) -> dict[str, Any]:
         """Compactor config of a LangChain-side summary: the summarizing model and the prompt."""
         if self.summarizer is not None:
-            # A plain function or Runnable: it gets the messages, not the prompt.
-            return {"name": "langchain-summarizer", "model": _callable_name(self._raw_summarizer)[:100]}
+            name = getattr(self.summarizer, "name", None) or type(self.summarizer).__name__
+            return {"name": "langchain-summarizer", "model": str(name)[:100]}
         return {
             "name": "langchain-summarization",
             "model": _model_name(self._summary_chat_model)[:100],
             "prompt_template_version": _prompt_version(self.summary_prompt),
         }
 
-    # -- events -------------------------------------------------------------------------------------
+    def _thread(self, workflow: str) -> _Thread:
+        thread = self._threads.get(workflow)
+        if thread is None:
+            thread = self._threads[workflow] = _Thread(workflow, _incremental_tally(self.token_counter))
+        return thread
 
-    def sync(self, workflow: str, messages: list[AnyMessage]) -> int:
-        """Append every message not yet recorded (the summary message is derived: never an event).
+    # -- the local part: new messages, count, decision ----------------------------------------------
 
-        Returns the last seq among ``messages`` (0 when none has events).
-        """
-        self._ensure_message_ids(messages)
-        batch: list[dict[str, Any]] = []
-        owners: list[str] = []
-        for message in messages:
-            if is_summary_message(message) or (workflow, str(message.id)) in self._seqs:
-                continue
-            events = message_to_events(message, workflow_id=workflow, agent=self.agent)
-            batch.extend(events)
-            owners.extend([str(message.id)] * len(events))
-        if batch:
-            result = self.client.append_events(workflow, batch)
-            for owner, stored in zip(owners, result.events, strict=True):
-                self._seqs[(workflow, owner)] = max(stored.seq, self._seqs.get((workflow, owner), 0))
-        return self.last_seq(workflow, messages)
-
-    def last_seq(self, workflow: str, messages: list[AnyMessage]) -> int:
-        seqs = [self._seqs.get((workflow, str(m.id)), 0) for m in messages if not is_summary_message(m)]
-        summary = self.read_summary(messages)
-        return max([*seqs, summary["covers_to_seq"] if summary else 0])
-
-    @staticmethod
-    def read_summary(messages: list[AnyMessage]) -> dict[str, Any] | None:
+    def _events_of(self, thread: _Thread, messages: Iterable[AnyMessage]) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
         for message in messages:
             if is_summary_message(message):
-                return (message.additional_kwargs or {}).get(SUMMARY_KEY)
-        return None
+                summary = (message.additional_kwargs or {}).get(SUMMARY_KEY)
+                thread.summary = summary if isinstance(summary, dict) else None
+                continue
+            events.extend(message_to_events(message, workflow_id=thread.workflow, agent=self.agent))
+        if events:
+            thread.last_event = events[-1]["client_event_id"]
+        return events
+
+    def _take_new(self, thread: _Thread, messages: list[AnyMessage]) -> list[AnyMessage]:
+        """Messages not handled yet; the whole list when the state is not the one we left."""
+        known = thread.known
+        if known and known <= len(messages) and str(messages[known - 1].id) == thread.last_id:
+            new = messages[known:]
+        else:  # first call, a restart, or the state was rewritten by someone else: start over
+            new = messages
+            thread.summary = None
+            if thread.tally is not None:
+                thread.tally.reset()
+        self._ensure_message_ids(new)
+        if thread.tally is not None:
+            for message in new:
+                thread.tally.add(message)
+        thread.known = len(messages)
+        thread.last_id = str(messages[-1].id) if messages else None
+        return new
+
+    def _total_tokens(self, thread: _Thread, messages: list[AnyMessage]) -> int:
+        if thread.tally is not None:
+            return thread.tally.value()
+        return self.token_counter(messages)  # a custom counter: whole history, as LangChain does
+
+    def _prepare(self, state: Any) -> _Prepared:
+        messages = state["messages"]
+        thread = self._thread(self.workflow_id())
+        events = self._events_of(thread, self._take_new(thread, messages))
+        compact = False
+        if not self.policy_decides:
+            compact = self._should_summarize(messages, self._total_tokens(thread, messages))
+        return _Prepared(thread, events, messages, compact)
+
+    # -- the round trip -----------------------------------------------------------------------------
+
+    def _requests(
+        self, thread: _Thread, events: list[dict[str, Any]], *, decide: bool = False, wait: bool = False
+    ) -> list[SpooledRequest]:
+        """The step(s) that carry ``events`` plus everything pending, at most ``max_batch_events``
+        events each. Traces ride the first (they describe earlier calls: the server checks them
+        against the head those calls saw), compactions and the decision the last (they may cover,
+        or weigh, this step's events)."""
+        path = MemoryHubClient.step_path(thread.workflow)
+        size = self.max_batch_events
+        chunks = [events[i : i + size] for i in range(0, len(events), size)] or [[]]
+        create = {"source": "langchain", "name": self.workflow_name, "graph_release": self.graph_release}
+        requests = []
+        for i, chunk in enumerate(chunks):
+            last = i == len(chunks) - 1
+            body = MemoryHubClient.step_body(
+                events=chunk,
+                traces=thread.pending_traces if i == 0 else (),
+                compactions=thread.pending_compactions if last else (),
+                decide={"expected_next_step_tokens": self.expected_next_step_tokens}
+                if decide and last
+                else None,
+                create=create,
+                context=wait and last,
+            )
+            requests.append(SpooledRequest("POST", path, body))
+        thread.pending_compactions, thread.pending_traces = [], []
+        return requests
+
+    def _send(
+        self, thread: _Thread, events: list[dict[str, Any]], *, decide: bool, wait: bool = False
+    ) -> dict[str, Any] | None:
+        if not (decide or wait):  # LangChain's trigger decided here: no answer needed, no waiting
+            for request in self._requests(thread, events):
+                self.hub.send_later(request)
+            return None
+        *early, live = self._requests(thread, events, decide=decide, wait=True)
+        for request in early:  # a long history: caught up in the background, the agent runs on
+            self.hub.send_later(request)
+        answer = self.hub.call(
+            lambda c: c.step(thread.workflow, live.json), default=None, spool=live, ordered=True
+        )
+        self.last_step = answer
+        thread.context = (answer or {}).get("context")
+        return answer
+
+    async def _asend(
+        self, thread: _Thread, events: list[dict[str, Any]], *, decide: bool, wait: bool = False
+    ) -> dict[str, Any] | None:
+        if not (decide or wait):
+            return self._send(thread, events, decide=False)
+        *early, live = self._requests(thread, events, decide=decide, wait=True)
+        for request in early:
+            self.hub.send_later(request)
+        answer = await self.hub.acall(
+            lambda c: c.step(thread.workflow, live.json), default=None, spool=live, ordered=True
+        )
+        self.last_step = answer
+        thread.context = (answer or {}).get("context")
+        return answer
+
+    def _policy_cut(
+        self, prepared: _Prepared, update: dict[str, Any] | None, answer: dict[str, Any] | None
+    ) -> tuple[list[AnyMessage], list[AnyMessage]] | None:
+        """Policy mode: the cut to make when the workflow's policy said compact."""
+        decision = (answer or {}).get("decision") or {}
+        if update is not None or not self.policy_decides or decision.get("action") not in COMPACT_ACTIONS:
+            return None
+        return self._cut(prepared)
 
     # -- compaction ---------------------------------------------------------------------------------
 
-    def before_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        messages = state["messages"]
-        workflow = self.workflow_id()
-        self.sync(workflow, messages)
-        decision = self.client.trigger(
-            workflow, expected_next_step_tokens=self.expected_next_step_tokens, checkpoint_safe=True
-        )
-        if decision.action not in COMPACT_ACTIONS:
-            return None
-        cutoff = self._determine_cutoff_index(messages)
+    def _cut(self, prepared: _Prepared) -> tuple[list[AnyMessage], list[AnyMessage]] | None:
+        cutoff = self._determine_cutoff_index(prepared.messages)
         if cutoff <= 0:
             return None
-        replaced, preserved = self._partition_messages(messages, cutoff)
-        end = self.last_seq(workflow, replaced)
-        previous = self.read_summary(messages)
-        if end == 0 or (previous and end <= previous["covers_to_seq"]):
-            return None  # nothing new to replace: only the previous summary would be summarized
-        if self.compaction == "memoryhub":
-            summary = self._memoryhub_summary(workflow, end)
-            text = render_summary(ContextSummary.from_dict(summary.raw))
-        else:
-            text = self._create_summary(replaced)
-            summary = self.record(workflow, 1, end, text)
-        note = self._build_new_messages(text)[0]
-        note.additional_kwargs[SUMMARY_KEY] = {
-            "summary_id": summary.summary_id,
-            "version": summary.version,
-            "status": summary.status,
-            "covers_from_seq": summary.raw.get("covers_from_seq", 1),
-            "covers_to_seq": end,
+        return self._partition_messages(prepared.messages, cutoff)
+
+    def _compaction(
+        self, thread: _Thread, replaced: list[AnyMessage], text: str, tokens: int
+    ) -> dict[str, Any] | None:
+        """The observed compaction to record (None when it replaced no recorded event)."""
+        covered = next((m for m in reversed(replaced) if not is_summary_message(m)), None)
+        if covered is not None:
+            covers_to = message_to_events(covered, workflow_id=thread.workflow, agent=self.agent)[-1][
+                "client_event_id"
+            ]
+        else:  # only the previous summary was re-summarized: same coverage
+            covers_to = (thread.summary or {}).get("covers_to_event")
+        if not covers_to:
+            return None
+        observation_id = stable_id(thread.workflow, "langchain-summary", covers_to, text)
+        threshold = next((c.get("tokens") for c in self._trigger_clauses if "tokens" in c), None)
+        trigger = {"kind": "threshold" if not self.policy_decides else "auto", "pre_tokens": tokens}
+        if threshold:
+            trigger["threshold_tokens"] = int(threshold)
+        return {
+            "observation_id": observation_id,
+            "covers_to_event": covers_to,
+            "text": text.strip() or None,
+            "compactor": {
+                **self.compactor(),
+                "settings": {"trigger": repr(self.trigger), "keep": repr(self.keep)},
+            },
+            "trigger": trigger,
         }
-        note.id = f"memoryhub-summary-{summary.summary_id}"
-        for message in replaced:  # they leave the state: forget their seqs
-            self._seqs.pop((workflow, str(message.id)), None)
+
+    def _apply(
+        self, prepared: _Prepared, replaced: list[AnyMessage], preserved: list[AnyMessage], text: str
+    ) -> dict[str, Any]:
+        """LangChain's state update, plus our bookkeeping of the new state."""
+        thread = prepared.thread
+        tokens = self._total_tokens(thread, prepared.messages)
+        record = self._compaction(thread, replaced, text, tokens)
+        note = self._build_new_messages(text)[0]
+        meta: dict[str, Any] = {}
+        if record is not None:
+            thread.pending_compactions.append(record)
+            meta = {"observation_id": record["observation_id"], "covers_to_event": record["covers_to_event"]}
+            note.id = f"memoryhub-summary-{record['observation_id']}"
+        else:
+            note.id = f"memoryhub-summary-{uuid.uuid4().hex}"
+        note.additional_kwargs[SUMMARY_KEY] = meta
+        thread.summary = meta or None
+        # The state becomes [note, *preserved]: count it afresh (bounded by ``keep``).
+        if thread.tally is not None:
+            thread.tally.reset()
+            for message in (note, *preserved):
+                thread.tally.add(message)
+        thread.known = 1 + len(preserved)
+        thread.last_id = str((preserved[-1] if preserved else note).id)
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), note, *preserved]}
 
-    def record(self, workflow: str, start: int, end: int, text: str) -> Summary:
-        """The summary LangChain wrote (it replaces events ``start..end``, previous summary included)."""
-        return record_compaction(
-            self.client,
-            workflow,
-            covers_from_seq=start,
-            covers_to_seq=end,
-            content={"narrative": text, "facts": []},
-            compactor=self.compactor(),
-        )
+    def _note_summary_id(self, update: dict[str, Any] | None, answer: dict[str, Any] | None) -> None:
+        """Put the server's summary id on the summary message when the step already recorded it."""
+        if not update or not answer:
+            return
+        note = update["messages"][1]
+        meta = note.additional_kwargs.get(SUMMARY_KEY) or {}
+        for recorded in answer.get("compactions") or []:
+            if recorded.get("observation_id") == meta.get("observation_id"):
+                meta.update(summary_id=recorded.get("summary_id"), version=recorded.get("version"))
 
-    def _memoryhub_summary(self, workflow: str, end: int) -> Summary:
-        job = self.client.request_compaction(workflow, source_revision=end)
-        job = self.client.wait_for_compaction(job.job_id, timeout=self.compaction_timeout)
-        if not job.succeeded or not job.summary_id:
-            raise RuntimeError(
-                f"MemoryHub compaction job {job.job_id} for events up to #{end} ended {job.status}"
-                f"/{job.outcome}: the history was not replaced"
-            )
-        return self.client.get_summary(job.summary_id)
+    # -- LangChain hooks ----------------------------------------------------------------------------
 
-    # -- consumer traces ----------------------------------------------------------------------------
-
-    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
-        call = self._before_call(request)
-        response = handler(request)
-        return self._after_call(call, response)
-
-    async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
-        call = await asyncio.to_thread(self._before_call, request)
-        response = await handler(request)
-        return await asyncio.to_thread(self._after_call, call, response)
+    def before_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        prepared = self._prepare(state)
+        update = None
+        if prepared.compact and (cut := self._cut(prepared)) is not None:
+            update = self._apply(prepared, *cut, self._create_summary(cut[0]))
+        answer = self._send(prepared.thread, prepared.events, decide=self.policy_decides)
+        policy_cut = self._policy_cut(prepared, update, answer)
+        if policy_cut is not None:
+            update = self._apply(prepared, *policy_cut, self._create_summary(policy_cut[0]))
+            # Recorded before the model reads it (a second round trip, on compaction turns only).
+            answer = self._send(prepared.thread, [], decide=False, wait=True)
+        self._note_summary_id(update, answer)
+        return update
 
     async def abefore_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        # The HTTP calls and the summarizer are synchronous: run them off the event loop.
-        return await asyncio.to_thread(self.before_model, state, runtime)
+        prepared = self._prepare(state)
+        update = None
+        if prepared.compact and (cut := self._cut(prepared)) is not None:
+            update = self._apply(prepared, *cut, await self._acreate_summary(cut[0]))
+        answer = await self._asend(prepared.thread, prepared.events, decide=self.policy_decides)
+        policy_cut = self._policy_cut(prepared, update, answer)
+        if policy_cut is not None:
+            update = self._apply(prepared, *policy_cut, await self._acreate_summary(policy_cut[0]))
+            answer = await self._asend(prepared.thread, [], decide=False, wait=True)
+        self._note_summary_id(update, answer)
+        return update
 
-    async def aafter_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return await asyncio.to_thread(self.after_model, state, runtime)
-
-    async def aafter_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return await asyncio.to_thread(self.after_agent, state, runtime)
-
-    def _before_call(self, request: ModelRequest) -> dict[str, Any]:
-        workflow = self.workflow_id()
-        messages = list(request.messages)
-        tail_to = self.sync(workflow, messages)
-        last_id = str(messages[-1].id) if messages else ""
-        return {
-            "workflow": workflow,
-            "tail_to": tail_to,
-            "summary": self.read_summary(messages),
-            "ids": current_langgraph_ids(),
-            "model_call_id": stable_id(workflow, "model-call", last_id, len(messages)),
-            "input_tokens": self.token_counter(messages),
-        }
-
-    def _after_call(self, call: dict[str, Any], response: Any) -> Any:
-        """Record the consumer trace of a call that returned (what it read: summary + events up to tail_to)."""
-        workflow, ids, summary = call["workflow"], call["ids"], call["summary"]
-        context = self.client.get_context(workflow, min_seq=call["tail_to"] or None)
-        self.client.record_trace(
-            workflow,
-            agent=self.agent,
-            agent_run_id=ids.get("thread_id", workflow),
-            model_call_id=call["model_call_id"],
-            summary_id=summary["summary_id"] if summary else None,
-            tail_to_seq=call["tail_to"],
-            context_id=context.context_id,
-            manifest_hash=context.manifest_hash,
-            graph_release=self.graph_release,
-            thread_id=ids.get("thread_id"),
-            checkpoint_id=ids.get("checkpoint_id"),
-            input_tokens=call["input_tokens"],
+    def _trace(self, request: ModelRequest) -> str:
+        """Queue the consumer trace of this call (sent with the next step): what the model read."""
+        thread = self._thread(self.workflow_id())
+        thread.calls += 1
+        summary = thread.summary or {}
+        model_call_id = stable_id(
+            thread.workflow,
+            "model-call",
+            thread.last_event,
+            summary.get("observation_id"),
+            len(request.messages),
         )
-        self.last_model_call_id = call["model_call_id"]
+        if thread.last_event:  # a call before any event read nothing MemoryHub holds
+            ids = current_langgraph_ids()
+            trace = {
+                "agent": self.agent,
+                "agent_run_id": ids.get("thread_id", thread.workflow),
+                "model_call_id": model_call_id,
+                "tail_to_event": thread.last_event,
+                "graph_release": self.graph_release,
+                "thread_id": ids.get("thread_id"),
+                "checkpoint_id": ids.get("checkpoint_id"),
+                "input_tokens": thread.tally.value() if thread.tally else None,
+            }
+            if summary.get("observation_id"):
+                trace["summary_observation_id"] = summary["observation_id"]
+            else:
+                trace["summary_id"] = None
+            context = thread.context or {}
+            if context.get("context_id") and context.get("manifest_hash"):
+                # Provenance: the server's description of the read this call made (the step
+                # that preceded it was answered live).
+                trace["context_id"] = context["context_id"]
+                trace["manifest_hash"] = context["manifest_hash"]
+            else:  # the server checks this call read exactly its current state, then attests it
+                trace["attest_read"] = True
+            thread.pending_traces.append(
+                {k: v for k, v in trace.items() if v is not None or k == "summary_id"}
+            )
+        self.last_model_call_id = model_call_id
+        return model_call_id
+
+    @staticmethod
+    def _tag(response: Any, model_call_id: str) -> Any:
         results = response.result if isinstance(response, ModelResponse) else [response]
         for message in results:
             if isinstance(message, AIMessage):
-                message.response_metadata["memoryhub_model_call_id"] = call["model_call_id"]
+                message.response_metadata["memoryhub_model_call_id"] = model_call_id
         return response
 
-    def after_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Record the model's answer (and its tool calls) right away, before any tool runs."""
-        self.sync(self.workflow_id(), state["messages"])
-        return None
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
+        model_call_id = self._trace(request)
+        return self._tag(handler(request), model_call_id)
+
+    async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
+        model_call_id = self._trace(request)
+        return self._tag(await handler(request), model_call_id)
 
     def after_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        self.sync(self.workflow_id(), state["messages"])
+        """Queue the run's last messages and traces for the background drainer (the agent does not wait)."""
+        thread = self._thread(self.workflow_id())
+        events = self._events_of(thread, self._take_new(thread, state["messages"]))
+        if events or thread.pending_traces or thread.pending_compactions:
+            for request in self._requests(thread, events):
+                self.hub.send_later(request)
         return None
+
+    async def aafter_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self.after_agent(state, runtime)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until everything recorded so far has reached MemoryHub (tests, scripts, shutdown)."""
+        return self.hub.flush(timeout)

@@ -175,6 +175,15 @@ def _key(workflow: Workflow, observation_id: str) -> str:
     return f"observed/{workflow.tenant_id}/{workflow.pk}/{observation_id}"
 
 
+def summary_for_observation(workflow: Workflow, observation_id: str) -> str | None:
+    """The summary_id recorded for ``observation_id`` in ``workflow`` (None: not recorded)."""
+    return (
+        CompactionJob.objects.filter(idempotency_key=_key(workflow, observation_id), summary__isnull=False)
+        .values_list("summary__summary_id", flat=True)
+        .first()
+    )
+
+
 def _repeat(job: CompactionJob, content_hash: str, covers_to_seq: int) -> ObservedResult:
     summary = Summary.objects.select_related("workflow").get(pk=cast(int, job.summary_id))
     if summary.content_hash != content_hash or summary.covers_to_seq != covers_to_seq:

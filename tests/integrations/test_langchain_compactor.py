@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import tempfile
+
 from memoryhub.client import MemoryHubClient
+from memoryhub.client.resilience import ResilientHub
 from memoryhub.examples.langchain_example import ExtractiveSummarizer, ScriptedAgentModel
 from memoryhub.integrations.langchain import MemoryHubSummarizationMiddleware
 
 
 def middleware(**kwargs) -> MemoryHubSummarizationMiddleware:
     client = MemoryHubClient("http://127.0.0.1:9")  # never called here
-    return MemoryHubSummarizationMiddleware(ScriptedAgentModel(messages=iter([])), client=client, **kwargs)
+    hub = ResilientHub(client=client, spool_dir=tempfile.mkdtemp())
+    return MemoryHubSummarizationMiddleware(ScriptedAgentModel(messages=iter([])), hub=hub, **kwargs)
 
 
 def summarize_with_service(messages) -> str:
@@ -43,5 +47,7 @@ def test_a_summarizer_function_is_named_and_gets_no_prompt():
     }
 
 
-def test_trigger_is_left_to_the_memoryhub_policy():
-    assert middleware(trigger=("tokens", 4000))._trigger_clauses == []
+def test_a_langchain_trigger_is_honoured_and_none_means_the_memoryhub_policy():
+    honoured = middleware(trigger=("tokens", 4000))
+    assert honoured._trigger_clauses == [{"tokens": 4000}] and honoured.policy_decides is False
+    assert middleware().policy_decides is True

@@ -11,6 +11,7 @@ import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from memoryhub.client import MemoryHubClient
+from memoryhub.client.resilience import ResilientHub
 from memoryhub.examples.langchain_example import ScriptedAgentModel, run_example
 from memoryhub.integrations.langchain import SUMMARY_KEY, MemoryHubSummarizationMiddleware
 from memoryhub.models import ConsumerTrace, Event, Summary, Workflow
@@ -56,9 +57,11 @@ def test_agent_compacts_twice_and_a_tool_result_reaches_the_summary_the_model_re
         assert calls == results
 
     # Every model call has a consumer trace; after the first compaction they name the summary.
+    # Each trace carries the context id and manifest of the read its step left behind: no flags.
     traces = list(ConsumerTrace.objects.filter(workflow=workflow).order_by("pk"))
     assert len(traces) == 13  # 12 tool turns + the final answer
     assert all(t.flags == [] for t in traces), [t.flags for t in traces]
+    assert all(t.head_seq_at_read == t.tail_to_seq for t in traces)
     final = traces[-1]
     assert final.summary == summaries[-1] and final.tail_to_seq == workflow.head_seq - 1
 
@@ -82,29 +85,27 @@ def test_agent_compacts_twice_and_a_tool_result_reaches_the_summary_the_model_re
     assert [g for g in lineage["gaps"] if "not produced by a recorded compaction job" not in g] == []
 
 
-def test_messages_are_appended_once_even_by_a_fresh_middleware(hub):
-    hub.create_workflow("lc-idem", source="langchain")
+def test_messages_are_appended_once_even_by_a_fresh_middleware(hub, tmp_path):
     model = ScriptedAgentModel(messages=iter([]))
-    first = MemoryHubSummarizationMiddleware(model, client=hub, workflow_id="lc-idem")
-    messages = [HumanMessage("hello", id="m1"), ToolMessage("result", tool_call_id="c1", id="m2")]
-    assert first.sync("lc-idem", messages) == 2
-    again = MemoryHubSummarizationMiddleware(model, client=hub, workflow_id="lc-idem")
-    assert again.sync("lc-idem", messages) == 2  # restart: same seqs, nothing new written
+    state = {"messages": [HumanMessage("hello", id="m1"), ToolMessage("result", tool_call_id="c1", id="m2")]}
+    for _ in range(2):  # a restart: a fresh middleware sends the same messages again
+        middleware = MemoryHubSummarizationMiddleware(
+            model, hub=ResilientHub(client=hub, spool_dir=tmp_path, deadline=30), workflow_id="lc-idem"
+        )
+        assert middleware.before_model(state, None) is None
+        assert middleware.last_step["head_seq"] == 2
     assert Workflow.objects.get(external_id="lc-idem").head_seq == 2
+    assert Workflow.objects.get(external_id="lc-idem").source == "langchain"
 
 
-def test_memoryhub_compaction_mode_runs_the_job_and_the_model_reads_its_summary(hub):
-    from memoryhub.celery import app
-
-    app.conf.task_always_eager = True  # the job runs inside the server's request (no worker process)
-    try:
-        run = run_example(hub, "lc-job", tests=8, compaction="memoryhub", artifact_id=None)
-    finally:
-        app.conf.task_always_eager = False
-    workflow = Workflow.objects.get(external_id="lc-job")
-    summaries = list(Summary.objects.filter(workflow=workflow).order_by("version"))
-    assert summaries and all(s.job_id is not None for s in summaries)
-    summary_message = next(m for m in run.messages if SUMMARY_KEY in m.additional_kwargs)
-    read = summary_message.additional_kwargs[SUMMARY_KEY]
-    assert read["summary_id"] == summaries[-1].summary_id
-    assert read["covers_to_seq"] == summaries[-1].covers_to_seq
+def test_only_new_messages_are_sent_on_the_next_call(hub, tmp_path):
+    model = ScriptedAgentModel(messages=iter([]))
+    middleware = MemoryHubSummarizationMiddleware(
+        model, hub=ResilientHub(client=hub, spool_dir=tmp_path, deadline=30), workflow_id="lc-inc"
+    )
+    messages = [HumanMessage(f"m{i}", id=f"m{i}") for i in range(5)]
+    middleware.before_model({"messages": messages}, None)
+    assert [e["client_event_id"] is not None for e in middleware.last_step["events"]] == [True] * 5
+    messages.append(HumanMessage("m5", id="m5"))
+    middleware.before_model({"messages": messages}, None)
+    assert len(middleware.last_step["events"]) == 1 and middleware.last_step["head_seq"] == 6

@@ -13,7 +13,16 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from memoryhub.bench import audit_chain, context_read, ingest, otel, partitions, quality, scale
+from memoryhub.bench import (
+    audit_chain,
+    context_read,
+    ingest,
+    langchain_step,
+    otel,
+    partitions,
+    quality,
+    scale,
+)
 from memoryhub.bench import compaction as compaction_bench
 from memoryhub.management.commands.bench_activation import Command as BenchActivation
 from triggers import bench as trigger_bench
@@ -68,6 +77,10 @@ def _git_has(revision: str) -> bool:
     return probe.returncode == 0
 
 
+def _langchain(opts, log):
+    return langchain_step.run(opts["lc_sizes"], calls=opts["lc_calls"], log=log)
+
+
 def _quality(opts, log):
     return quality.run(opts["quality_sizes"], log=log)
 
@@ -85,6 +98,7 @@ BENCHMARKS = {
     "otel": _otel,
     "audit": _audit,
     "activation": _activation,
+    "langchain": _langchain,
 }
 # The tree `bench activation` compares against: main before the write-path work (one round-trip
 # activation, sequenced audit entries).
@@ -100,7 +114,7 @@ def _sizes(value: str) -> list[int]:
     except ValueError as exc:
         raise CommandError(f"--quality-sizes: {exc}") from exc
     if not sizes or any(s < 1 for s in sizes):
-        raise CommandError("--quality-sizes: comma-separated positive event counts, e.g. 1000,10000")
+        raise CommandError("sizes: comma-separated positive counts, e.g. 1000,10000")
     return sizes
 
 
@@ -140,6 +154,16 @@ class Command(BaseCommand):
             dest="activation_baseline",
             default=ACTIVATION_BASELINE,
             help="activation: git revision to measure beside this tree ('' for none)",
+        )
+        parser.add_argument(
+            "--lc-sizes",
+            dest="lc_sizes",
+            type=_sizes,
+            default=[1_000, 10_000, 100_000],
+            help="langchain: history sizes in messages (comma-separated)",
+        )
+        parser.add_argument(
+            "--lc-calls", dest="lc_calls", type=int, default=30, help="langchain: calls per size"
         )
         parser.add_argument(
             "--quality-sizes",

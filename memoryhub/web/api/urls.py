@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 FEATURE_MODULES = [
     "memoryhub.web.api.workflows",  # workflows, events
+    "memoryhub.web.api.steps",  # one round trip per model call (append + record + decide)
     "memoryhub.web.api.summaries",  # summary versions, lifecycle actions
     "memoryhub.web.api.compactions",  # compaction jobs
     "memoryhub.web.api.observed",  # compactions observed from providers/frameworks

@@ -1,0 +1,166 @@
+"""The LangChain middleware's cost per model call, beside LangChain's own ``SummarizationMiddleware``.
+
+``manage.py bench langchain`` (``--lc-sizes 1000,10000,100000``, ``--lc-calls 30``). For each history
+size both middlewares get the same history and then the same new messages per model call
+(an AI answer, a tool call and its result every few calls, the next user message), with the same
+``trigger``/``keep`` (a trigger that does not fire: the per-call check is what is timed). Measured in
+this process, against a real gunicorn server on a loopback port:
+
+* ``langchain_ms``: ``SummarizationMiddleware.before_model`` (LangChain counts the whole history);
+* ``agent_ms``: what our middleware costs the agent per model call — ``before_model`` plus the
+  trace bookkeeping of ``wrap_model_call``; its step request is queued for the background drainer;
+* ``synced_ms``: the same call followed by waiting until the server has stored that step
+  (``flush``): client → HTTP → step endpoint → database, one round trip, as if the agent waited.
+
+The history is loaded into MemoryHub first (the middleware's own catch-up, in chunks of the
+server's batch maximum) and not timed. Medians over the calls; after each size the server's
+event and trace counts are checked against what was sent (nothing lost, nothing doubled).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from memoryhub.accounts.tenancy import create_tenant, issue_api_key
+from memoryhub.bench.server import running_server
+from memoryhub.models import ConsumerTrace, Event
+
+TRIGGER = ("tokens", 10**12)  # never fires: both pay only their per-call check
+KEEP = ("messages", 20)
+
+
+def _history(n: int) -> list[Any]:
+    """A support chat of ``n`` messages: user, assistant, every fifth turn a tool call + result."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    messages: list[Any] = []
+    i = 0
+    while len(messages) < n:
+        messages.append(
+            HumanMessage(
+                f"Order A{i:06d}: the customer says parcel {i % 7} never arrived; refund {i % 90} EUR?",
+                id=f"h{i}",
+            )
+        )
+        if i % 5 == 4 and len(messages) + 3 <= n:
+            call = {"name": "lookup_order", "args": {"order": f"A{i:06d}"}, "id": f"call-{i}"}
+            messages.append(AIMessage("", tool_calls=[call], id=f"t{i}"))
+            messages.append(
+                ToolMessage(
+                    f'{{"order": "A{i:06d}", "status": "in transit", "carrier": "ACME", "scans": {i % 11}}}',
+                    tool_call_id=f"call-{i}",
+                    id=f"r{i}",
+                )  # fmt: skip
+            )
+        if len(messages) < n:
+            messages.append(
+                AIMessage(
+                    f"Checked A{i:06d}: scanned {i % 11} times; refund of {i % 90} EUR is due.", id=f"a{i}"
+                )
+            )
+        i += 1
+    return messages[:n]
+
+
+def _turn(k: int) -> list[Any]:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    return [
+        AIMessage(f"Answer {k}: the refund is approved and the ticket is closed.", id=f"bench-a{k}"),
+        HumanMessage(f"Next: order B{k:05d} shows a duplicate charge of {k % 40} EUR.", id=f"bench-h{k}"),
+    ]
+
+
+def _median_ms(samples: list[float]) -> float:
+    return round(statistics.median(samples) * 1000, 3)
+
+
+def run(sizes: list[int] | None = None, calls: int = 30, log=print) -> dict[str, Any]:
+    # The memoryhub[langchain] extra: imported when this benchmark runs.
+    from langchain.agents.middleware.summarization import SummarizationMiddleware
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from memoryhub.client.resilience import HubConfig, ResilientHub
+    from memoryhub.integrations.langchain import MemoryHubSummarizationMiddleware
+
+    sizes = sizes or [1_000, 10_000, 100_000]
+    stamp = time.strftime("%Y%m%d%H%M%S") + f"-{os.getpid()}"
+    tenant = create_tenant(f"bench-lc-{stamp}", "LangChain middleware benchmark")
+    secret = issue_api_key(tenant, "bench").secret
+    summarizer = FakeListChatModel(responses=["summary"])
+    results: dict[str, Any] = {"calls_per_size": calls}
+    with running_server(workers=2) as base, tempfile.TemporaryDirectory() as spool:
+        for n in sizes:
+            history = _history(n)
+            native = SummarizationMiddleware(summarizer, trigger=TRIGGER, keep=KEEP)
+            state = list(history)
+            native_times = []
+            for k in range(calls):
+                state.extend(_turn(k))
+                started = time.perf_counter()
+                native.before_model({"messages": state}, None)  # type: ignore[arg-type]
+                native_times.append(time.perf_counter() - started)
+
+            workflow = f"bench-lc-{n}"
+            hub = ResilientHub(
+                HubConfig(url=base, api_key=secret, spool_dir=f"{spool}/{n}", deadline=30.0),
+                component="bench",
+            )
+            ours = MemoryHubSummarizationMiddleware(
+                summarizer, hub=hub, workflow_id=workflow, trigger=TRIGGER, keep=KEEP
+            )
+            state = list(history)
+            started = time.perf_counter()
+            ours.before_model({"messages": state}, None)
+            if not hub.flush(timeout=1800):
+                raise RuntimeError(f"catch-up of {n} messages not delivered: {hub.status()}")
+            catch_up = time.perf_counter() - started
+            agent_times, synced_times = [], []
+            for k in range(calls):
+                state.extend(_turn(k))
+                started = time.perf_counter()
+                ours.before_model({"messages": state}, None)
+                ours._trace(SimpleNamespace(messages=state))  # what wrap_model_call adds
+                agent_times.append(time.perf_counter() - started)
+                if not hub.flush(timeout=60):
+                    raise RuntimeError(f"step not delivered: {hub.status()}")
+                synced_times.append(time.perf_counter() - started)
+            ours.after_agent({"messages": state}, None)
+            hub.flush(timeout=60)
+            stored = Event.objects.filter(workflow__tenant=tenant, workflow__external_id=workflow).count()
+            traced = ConsumerTrace.objects.filter(
+                workflow__tenant=tenant, workflow__external_id=workflow
+            ).count()
+            status = hub.status()
+            hub.close()
+            expected_events = sum(
+                len(m.tool_calls) if getattr(m, "tool_calls", None) and not m.content else 1 for m in state
+            )
+            if stored != expected_events or traced != calls or status["rejected"] or status["spooled"]:
+                raise RuntimeError(
+                    f"{n}: stored {stored}/{expected_events} events, {traced}/{calls} traces, {status}"
+                )
+            row = {
+                "langchain_ms": _median_ms(native_times),
+                "agent_ms": _median_ms(agent_times),
+                "synced_ms": _median_ms(synced_times),
+                "catch_up_s": round(catch_up, 2),
+            }
+            row["agent_speedup"] = round(row["langchain_ms"] / row["agent_ms"], 1)
+            row["synced_speedup"] = round(row["langchain_ms"] / row["synced_ms"], 2)
+            results[f"{n}"] = row
+            log(
+                f"langchain: {n:>7,} messages  LangChain {row['langchain_ms']:8.3f} ms   ours (agent) "
+                f"{row['agent_ms']:7.3f} ms = {row['agent_speedup']:6.1f}x   ours (synced, HTTP) "
+                f"{row['synced_ms']:7.3f} ms = {row['synced_speedup']:5.2f}x   catch-up {row['catch_up_s']} s"
+            )
+    first, last = str(sizes[0]), str(sizes[-1])
+    results["agent_growth"] = round(results[last]["agent_ms"] / results[first]["agent_ms"], 2)
+    results["synced_growth"] = round(results[last]["synced_ms"] / results[first]["synced_ms"], 2)
+    results["langchain_growth"] = round(results[last]["langchain_ms"] / results[first]["langchain_ms"], 2)
+    return results
