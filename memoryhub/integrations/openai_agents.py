@@ -45,7 +45,9 @@ from agents.memory.openai_responses_compaction_session import OpenAIResponsesCom
 from agents.memory.session import SessionABC
 from agents.memory.session_settings import SessionSettings
 
-from memoryhub.client import Event, MemoryHubClient, Summary
+from memoryhub.client import Event, MemoryHubClient
+from memoryhub.client.errors import NotFound
+from memoryhub.client.resilience import ResilientHub, SpooledRequest
 from memoryhub.integrations.langgraph import stable_id
 from memoryhub.integrations.recorder import opaque_content
 
@@ -141,20 +143,19 @@ def _event_to_item(event: Event) -> dict[str, Any]:
     return {"role": event.role or "user", "content": event.content}
 
 
-def replay(events: Sequence[Event]) -> list[tuple[int, int, dict[str, Any]]]:
+def replay(events: Sequence[Event]) -> list[tuple[str, int | None, dict[str, Any]]]:
     """The session's items after ``events`` (those after its last compaction, in order): item
-    events become items; ``pop_item`` and ``clear_session`` markers withdraw the ones they name."""
-    items: list[tuple[int, int, dict[str, Any]]] = []
+    events become items; a ``pop_item`` marker withdraws the item it names, a ``clear_session``
+    marker every item before it. Markers are never items."""
+    items: list[tuple[str, int | None, dict[str, Any]]] = []
     for event in events:
         cid = event.client_event_id or ""
         if cid.startswith(ITEM_PREFIX):
-            items.append((event.seq, event.token_count, _event_to_item(event)))
+            items.append((cid, event.token_count, _event_to_item(event)))
         elif cid.startswith(POP_PREFIX):
-            seq = int(cid[len(POP_PREFIX) :].split(":")[0])
-            items = [i for i in items if i[0] != seq]
+            items = [i for i in items if i[0] != cid[len(POP_PREFIX) :]]
         elif cid.startswith(CLEAR_PREFIX):
-            low, high = (int(n) for n in cid[len(CLEAR_PREFIX) :].split(":")[0].split("-"))
-            items = [i for i in items if not low <= i[0] <= high]
+            items = []
     return items
 
 
@@ -170,70 +171,98 @@ def compaction_content(output_items: Sequence[Mapping[str, Any]]) -> dict[str, A
 
 
 class MemoryHubSession(SessionABC):
-    """A Session whose every item is a MemoryHub event and whose compactions are summary versions."""
+    """A Session whose every item is a MemoryHub event and whose compactions are summary versions.
+
+    It talks to MemoryHub through a :class:`~memoryhub.client.resilience.ResilientHub`: a write
+    costs the agent at most the hub's deadline (default 200 ms) and is spooled when MemoryHub is
+    down or slow; a new session reads its items back (within the deadline; an unreachable
+    MemoryHub starts it empty, with the hub's one warning). Without ``hub`` or ``client`` it reads
+    ``MEMORYHUB_URL``/``MEMORYHUB_API_KEY`` and raises ``NotConfigured`` here when either is missing.
+    """
 
     def __init__(
         self,
         session_id: str,
         *,
+        hub: ResilientHub | None = None,
         client: MemoryHubClient | None = None,
         workflow_id: str | None = None,
         agent: str = "openai-agent",
         workflow_name: str | None = None,
         session_settings: SessionSettings | None = None,
-        offload: bool = True,
+        deadline: float | None = None,
+        spool_dir: Any = None,
     ) -> None:
         self.session_id = session_id
-        # The client is synchronous: by default its calls run in a worker thread, off the event loop.
-        self.offload = offload
         self.session_settings = session_settings
         self.workflow_id = workflow_id or session_id
-        self.client = client or MemoryHubClient.from_env()
+        if hub is None:
+            options = {"component": "openai-agents", "deadline": deadline, "spool_dir": spool_dir}
+            hub = (
+                ResilientHub(client=client, **options)
+                if client is not None
+                else ResilientHub.from_env(**{k: v for k, v in options.items() if v is not None})
+            )
+        self.hub = hub
         self.agent = agent
         self.workflow_name = workflow_name
         self.compactor: dict[str, Any] = {"name": COMPACTOR_NAME}
-        self.summaries: list[Summary] = []  # the compactions recorded by this session object
-        self._items: list[tuple[int, int, dict[str, Any]]] | None = None  # (seq, tokens, item)
-        self._compactions = 0  # recorded by this session (and its predecessors), numbers observation ids
+        self.summaries: list[dict[str, Any]] = []  # the compactions recorded (answers of the server)
+        self._items: list[tuple[str, int | None, dict[str, Any]]] | None = None  # (event id, tokens, item)
         self._lock = asyncio.Lock()
 
-    # -- MemoryHub side (synchronous HTTP, run off the event loop) ----------------------------------
+    # -- MemoryHub side (through the resilient hub: bounded, spooled) --------------------------------
 
-    def _load(self) -> list[tuple[int, int, dict[str, Any]]]:
+    def _rebuild(self, client: MemoryHubClient) -> list[tuple[str, int | None, dict[str, Any]]]:
+        try:
+            observed = client.list_observed_compactions(self.workflow_id).get("observed") or []
+        except NotFound:
+            return []  # a new session
+        ours = [
+            o["covers_to_seq"]
+            for o in observed
+            if str(o.get("observation_id") or "").startswith(OBSERVATION_PREFIX)
+        ]
+        return replay(list(client.iter_events(self.workflow_id, after=max(ours, default=0))))
+
+    def _load(self) -> list[tuple[str, int | None, dict[str, Any]]]:
         """The items, rebuilt on first use from the events after this session's last compaction."""
         if self._items is None:
-            self.client.create_workflow(self.workflow_id, name=self.workflow_name, source="openai-agents")
-            observed = self.client.list_observed_compactions(self.workflow_id).get("observed") or []
-            ours = [
-                o["covers_to_seq"]
-                for o in observed
-                if str(o.get("observation_id") or "").startswith(OBSERVATION_PREFIX)
-            ]
-            after = max(ours, default=0)
-            self._compactions = len(ours)
-            self._items = replay(list(self.client.iter_events(self.workflow_id, after=after)))
+            self.hub.drain(timeout=self.hub.deadline)  # what this machine spooled goes first
+            self._items = self.hub.call(self._rebuild, default=[])
         return self._items
 
-    def _append(self, items: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    def _step(self, **parts: Any) -> dict[str, Any] | None:
+        """One idempotent step request, now or spooled (then None: the answer is not known)."""
+        create = {"name": self.workflow_name, "source": "openai-agents"}
+        body = MemoryHubClient.step_body(create=create, **parts)
+        request = SpooledRequest("POST", MemoryHubClient.step_path(self.workflow_id), body)
+        answer: dict[str, Any] | None = self.hub.call(
+            lambda client: client.step(self.workflow_id, body), default=None, spool=request, ordered=True
+        )
+        return answer
+
+    def _append(self, items: list[dict[str, Any]]) -> list[tuple[str, int | None, dict[str, Any]]]:
         events = [item_to_event(i, workflow_id=self.workflow_id, agent=self.agent) for i in items]
-        if not events:
-            return []
-        return [(e.seq, e.token_count) for e in self.client.append_events(self.workflow_id, events).events]
+        answer = self._step(events=events) if events else None
+        tokens = [e.get("token_count") for e in answer["events"]] if answer else [None] * len(events)
+        return [(e["client_event_id"], t, i) for e, t, i in zip(events, tokens, items, strict=True)]
 
     def _mark(self, client_event_id: str, text: str) -> None:
-        self.client.append_events(
-            self.workflow_id,
-            [{"kind": "note", "agent": self.agent, "content": text, "client_event_id": client_event_id}],
-        )
+        note = {"kind": "note", "agent": self.agent, "content": text, "client_event_id": client_event_id}
+        self._step(events=[note])
 
     def _record(
-        self, replaced: list[tuple[int, int, dict[str, Any]]], output_items: list[dict[str, Any]]
+        self, replaced: list[tuple[str, int | None, dict[str, Any]]], output_items: list[dict[str, Any]]
     ) -> None:
-        """The compaction as an observed compaction of every event it replaced, then its output
-        items as the events the session continues from (a restart hands them back as they were)."""
-        end = max((seq for seq, _, _ in replaced), default=0)
-        self._compactions += 1
-        if end:
+        """The compaction as an observed compaction of every event it replaced, and its output items
+        as the events the session continues from (a restart hands them back as they were)."""
+        last = replaced[-1][0] if replaced else ""
+        events = [item_to_event(i, workflow_id=self.workflow_id, agent=self.agent) for i in output_items]
+        for i, event in enumerate(events):  # stable ids: a retried compaction stores nothing twice
+            event["client_event_id"] = ITEM_PREFIX + stable_id(self.workflow_id, "compacted", last, i)
+        compactions = []
+        if last:
             content = compaction_content(output_items)
             body: dict[str, Any] = (
                 {"opaque": {"digest": content["opaque_digest"], "size_bytes": content["opaque_size"]}}
@@ -242,27 +271,33 @@ class MemoryHubSession(SessionABC):
             )
             if not content.get("opaque") and not content["narrative"].strip():
                 body = {"opaque": {"digest": EMPTY_DIGEST, "size_bytes": 0, "media_type": "application/json"}}
-            observed = self.client.record_observed_compaction(
-                self.workflow_id,
-                end,
-                self.compactor,
-                trigger={
-                    "kind": "auto",
-                    "pre_tokens": sum(tokens for _, tokens, _ in replaced),
-                    "detail": f"OpenAIResponsesCompactionSession replaced {len(replaced)} item(s)",
-                },
-                observation_id=f"{OBSERVATION_PREFIX}{self._compactions}-{end}",
-                **body,
+            tokens = [t for _, t, _ in replaced]
+            trigger: dict[str, Any] = {
+                "kind": "auto",
+                "detail": f"OpenAIResponsesCompactionSession replaced {len(replaced)} item(s)",
+            }
+            if None not in tokens:  # known when the items were delivered (not spooled)
+                trigger["pre_tokens"] = sum(t for t in tokens if t is not None)
+            compactions.append(
+                {
+                    "covers_to_event": last,
+                    "compactor": self.compactor,
+                    "trigger": trigger,
+                    "observation_id": OBSERVATION_PREFIX + stable_id(self.workflow_id, last),
+                    **body,
+                }
             )
-            self.summaries.append(self.client.get_summary(observed["summary_id"]))
-        events = [item_to_event(i, workflow_id=self.workflow_id, agent=self.agent) for i in output_items]
-        for i, event in enumerate(events):  # stable ids: a retried compaction stores nothing twice
-            event["client_event_id"] = ITEM_PREFIX + stable_id(self.workflow_id, "compacted", end, i)
-        stored = self.client.append_events(self.workflow_id, events).events if events else []
-        self._items = [(e.seq, e.token_count, item) for e, item in zip(stored, output_items, strict=True)]
+        answer = self._step(events=events, compactions=compactions)
+        if answer:
+            self.summaries.extend(answer.get("compactions") or [])
+        tokens_out = [e.get("token_count") for e in answer["events"]] if answer else [None] * len(events)
+        self._items = [
+            (e["client_event_id"], t, item)
+            for e, t, item in zip(events, tokens_out, output_items, strict=True)
+        ]
 
     async def _io(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.to_thread(fn, *args) if self.offload else fn(*args)
+        return fn(*args) if self.hub.inline else await asyncio.to_thread(fn, *args)
 
     # -- Session protocol ---------------------------------------------------------------------------
 
@@ -279,34 +314,26 @@ class MemoryHubSession(SessionABC):
         plain = [_as_dict(i) for i in items]
         async with self._lock:
             live = await self._io(self._load)
-            stored = await self._io(self._append, plain)
-            live.extend((seq, tokens, item) for (seq, tokens), item in zip(stored, plain, strict=True))
+            live.extend(await self._io(self._append, plain))
 
     async def pop_item(self) -> Any | None:
         async with self._lock:
             live = await self._io(self._load)
             if not live:
                 return None
-            seq, _, item = live[-1]
-            # Durable first: the marker names the event, so a restart withdraws it too.
-            await self._io(
-                self._mark,
-                f"{POP_PREFIX}{seq}:{uuid.uuid4()}",
-                f"pop_item: the session withdrew event #{seq}",
-            )
-            live.pop()
+            cid, _, item = live.pop()
+            # The marker names the item's event: a restart withdraws it too, and it is no item.
+            await self._io(self._mark, f"{POP_PREFIX}{cid}", f"pop_item: the session withdrew {cid}")
             return item
 
     async def clear_session(self) -> None:
         async with self._lock:
             live = await self._io(self._load)
-            seqs = [seq for seq, _, _ in live]
-            if seqs:
-                low, high = min(seqs), max(seqs)
+            if live:
                 await self._io(
                     self._mark,
-                    f"{CLEAR_PREFIX}{low}-{high}:{uuid.uuid4()}",
-                    f"clear_session: the session dropped events #{low}..#{high}",
+                    f"{CLEAR_PREFIX}{uuid.uuid4()}",
+                    f"clear_session: the session dropped {len(live)} item(s), {live[0][0]}..{live[-1][0]}",
                 )
             live.clear()
 

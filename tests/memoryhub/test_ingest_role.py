@@ -23,6 +23,7 @@ INGEST_WRITES = {
     ("v1:workflow-events", "POST"),
     ("v1:workflow-traces", "POST"),
     ("v1:workflow-timeline", "POST"),
+    ("v1:workflow-step", "POST"),
     ("v1:workflow-observed", "POST"),
     ("otlp:otlp-traces", "POST"),
 }
