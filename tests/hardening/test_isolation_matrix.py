@@ -200,6 +200,13 @@ API: dict[str, Api] = {
     "GET workflows/{wf}/traces/": Api(
         V, "object", 200, lambda w: WF, rows=_results("trace_id"), owned=lambda t: set(t.trace_ids)
     ),
+    "POST workflows/{wf}/step/": Api(
+        I,
+        "object",
+        200,
+        lambda w: WF,
+        body=lambda w: {"events": [{"kind": "message", "content": "h9 step", "client_event_id": "h9-step"}]},
+    ),
     "POST workflows/{wf}/timeline/": Api(
         I,
         "object",
