@@ -113,6 +113,42 @@ def message_events(messages: Any, agent: str) -> list[dict[str, Any]]:
     return events
 
 
+def observation_id(block: Any) -> str:
+    """A compaction block's observation id: derived from its content, so the block the next
+    request round-trips names the same summary the response's block was recorded as."""
+    payload = _get(block, "content") or _get(block, "encrypted_content") or ""
+    return "anthropic-" + hashlib.sha256(str(payload).encode()).hexdigest()[:40]
+
+
+def _carried_compaction(messages: Any) -> Any:
+    """The last compaction block the request carried (what the API read instead of the history)."""
+    found = None
+    for message in messages or []:
+        content = _get(message, "content")
+        for block in content if isinstance(content, list) else []:
+            if _get(block, "type") == "compaction" and (
+                _get(block, "content") or _get(block, "encrypted_content")
+            ):
+                found = block
+    return found
+
+
+def _send(target: Any, workflow_id: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    """One step request: through a ResilientHub (bounded, spooled when MemoryHub is away: None)
+    or a plain client (errors raise)."""
+    from .client import MemoryHubClient
+
+    if hasattr(target, "spool"):  # a ResilientHub
+        from .resilience import SpooledRequest
+
+        request = SpooledRequest("POST", MemoryHubClient.step_path(workflow_id), body)
+        answer: dict[str, Any] | None = target.call(
+            lambda client: client.step(workflow_id, body), default=None, spool=request, ordered=True
+        )
+        return answer
+    return target.step(workflow_id, body)
+
+
 def record_anthropic_response(
     client: Any,
     workflow_id: str,
@@ -125,55 +161,61 @@ def record_anthropic_response(
     append_text: bool = True,
     name: str | None = None,
 ) -> dict[str, Any]:
-    """Record one Messages API call: the request's ``messages``, its compaction block(s), its
-    reply text, and the call itself. Calling it again with the same response changes nothing and
-    returns the same result (``created`` False).
+    """Record one Messages API call: the request's ``messages``, its compaction block(s), the call
+    itself, then its reply. The same response recorded again changes nothing and returns the same
+    result (``created`` False): two idempotent step requests (``POST …/step/``).
 
-    The workflow is created if it does not exist (source ``anthropic``). ``messages`` (the list
-    sent to ``messages.create``) are appended first; a compaction covers them all. Without
-    ``messages`` it covers every event recorded before the call (``covers_to_seq`` overrides);
-    with no event at all there is nothing a summary could cover, and that is a ``ValueError``
-    rather than a compaction silently left out. Returns ``{"compactions": [...], "events": n,
-    "trace_id"}`` (``events``: the reply's text events).
+    ``client`` is a :class:`MemoryHubClient` (errors raise) or a ``ResilientHub`` (never raises:
+    bounded by its deadline, spooled when MemoryHub is away; the result then says ``spooled``).
+    The workflow is created if it does not exist (source ``anthropic``). A compaction covers the
+    request's ``messages``; without them (plain client only) it covers every event recorded before
+    the call (``covers_to_seq`` overrides), and with no event at all that is a ``ValueError``
+    rather than a compaction silently left out. The call's trace names the summary it read: the
+    response's compaction, else the compaction block the request carried, else none.
     """
-    blocks = compaction_blocks(response)
+    from .client import MemoryHubClient
+
+    blocks = [b for b in compaction_blocks(response) if b["content"] or b["encrypted_content"]]
     response_id = str(_get(response, "id") or "")
     model = str(_get(response, "model") or "")[:100]
     edit = _edit(context_management)
-    client.create_workflow(workflow_id, name=name, source="anthropic")
     reply = (
         message_events([{"role": "assistant", "content": _get(response, "content", None)}], agent)
         if append_text
         else []
     )
     request = message_events(messages, agent)
-    if request:
-        appended = client.append_events(workflow_id, request)
-        last_request_seq = max(int(_get(e, "seq")) for e in _get(appended, "events"))
-    workflow = client.get_workflow(workflow_id)
-    if covers_to_seq is None:
-        covers_to_seq = (
-            last_request_seq if request else _head_before_reply(client, workflow_id, workflow, reply)
-        )
-    usable = [b for b in blocks if b["content"] or b["encrypted_content"]]  # neither: a failed compaction
-    if usable and covers_to_seq < 1:
+    hub = hasattr(client, "spool")
+    if not request and hub and blocks:
+        raise ValueError("record_anthropic_response through a ResilientHub needs messages=request_messages")
+    coverage: dict[str, Any] = {}
+    if covers_to_seq is not None:
+        coverage = {"covers_to_seq": covers_to_seq}
+    elif request:
+        coverage = {"covers_to_event": request[-1]["client_event_id"]}
+    elif not hub:
+        client.create_workflow(workflow_id, name=name, source="anthropic")
+        coverage = {
+            "covers_to_seq": _head_before_reply(client, workflow_id, client.get_workflow(workflow_id), reply)
+        }
+    if blocks and coverage.get("covers_to_seq", 1) < 1:
         raise ValueError(
             f"workflow {workflow_id!r} has no event a compaction could cover: pass the request's "
             "messages (record_anthropic_response(..., messages=request_messages))"
         )
     usage = compaction_usage(response)
-    recorded: list[dict[str, Any]] = []
-    # The request carried the earlier compaction block (round-tripped) if one is active.
-    summary_id = _get(workflow, "active_summary_id")
-    for block in usable:
+    compactions = []
+    for block in blocks:
         text, encrypted = block["content"], block["encrypted_content"]
-        opaque = None
+        body: dict[str, Any] = {"text": text}
         if not text:
             raw = encrypted.encode("utf-8")
-            opaque = {
-                "digest": "sha256:" + hashlib.sha256(raw).hexdigest(),
-                "size_bytes": len(raw),
-                "media_type": "application/x-anthropic-encrypted-compaction",
+            body = {
+                "opaque": {
+                    "digest": "sha256:" + hashlib.sha256(raw).hexdigest(),
+                    "size_bytes": len(raw),
+                    "media_type": "application/x-anthropic-encrypted-compaction",
+                }
             }
         trigger: dict[str, Any] = {"kind": "auto"}
         if usage:
@@ -184,35 +226,50 @@ def record_anthropic_response(
         settings = {k: v for k, v in (edit or {}).items() if k != "instructions"}
         if edit and edit.get("instructions"):
             settings["instructions_sha256"] = hashlib.sha256(str(edit["instructions"]).encode()).hexdigest()
-        result = client.record_observed_compaction(
-            workflow_id,
-            covers_to_seq,
-            {"name": "anthropic", "model": model, "version": EDIT_TYPE, "settings": settings},
-            text=text or None,
-            opaque=opaque,
-            trigger=trigger,
-            observation_id=f"anthropic-{response_id}-{block['index']}"[:200],
+        compactions.append(
+            {
+                **coverage,
+                **body,
+                "compactor": {
+                    "name": "anthropic",
+                    "model": model,
+                    "version": EDIT_TYPE,
+                    "settings": settings,
+                },
+                "trigger": trigger,
+                "observation_id": observation_id(block),
+            }
         )
-        recorded.append(result)
-        if result.get("status") in ("ACTIVE", "SUPERSEDED"):  # superseded: a later call's compaction
-            summary_id = result["summary_id"]
-    usage_obj = _get(response, "usage")
-    input_tokens = _get(usage_obj, "input_tokens")
-    trace = None
-    if covers_to_seq >= 1:  # the call read the events before it (recorded before its reply)
-        trace = client.record_trace(
-            workflow_id,
-            agent=agent,
-            agent_run_id=workflow_id,
-            model_call_id=f"anthropic:{response_id}",
-            summary_id=summary_id,
-            tail_to_seq=covers_to_seq,
-            model=model,
-            input_tokens=input_tokens if isinstance(input_tokens, int) else None,
-        )
-    if reply:
-        client.append_events(workflow_id, reply)
-    return {"compactions": recorded, "events": len(reply), "trace_id": _get(trace, "trace_id")}
+    create = {"name": name, "source": "anthropic"}
+    first = _send(
+        client, workflow_id, MemoryHubClient.step_body(create=create, events=request, compactions=compactions)
+    )
+    read = blocks[-1] if blocks else _carried_compaction(messages)
+    trace: dict[str, Any] = {
+        "agent": agent,
+        "agent_run_id": workflow_id,
+        "model_call_id": f"anthropic:{response_id}",
+        "model": model,
+        **({"tail_to_seq": coverage["covers_to_seq"]} if "covers_to_seq" in coverage else {}),
+        **({"tail_to_event": coverage["covers_to_event"]} if "covers_to_event" in coverage else {}),
+    }
+    if read is not None:
+        trace["summary_observation_id"] = observation_id(read)
+    else:
+        trace["summary_id"] = None
+    input_tokens = _get(_get(response, "usage"), "input_tokens")
+    if isinstance(input_tokens, int):
+        trace["input_tokens"] = input_tokens
+    traces = [trace] if coverage else []  # a call with nothing recorded before it read nothing we hold
+    second = _send(client, workflow_id, MemoryHubClient.step_body(create=create, traces=traces, events=reply))
+    if first is None or second is None:
+        return {"compactions": [], "events": len(reply), "trace_id": None, "spooled": True}
+    recorded = second.get("traces") or []
+    return {
+        "compactions": first.get("compactions") or [],
+        "events": len(reply),
+        "trace_id": recorded[0].get("trace_id") if recorded else None,
+    }
 
 
 def _head_before_reply(client: Any, workflow_id: str, workflow: Any, reply: list[dict[str, Any]]) -> int:

@@ -37,6 +37,7 @@ from memoryhub.memory.events import append_events, parse_batch
 from memoryhub.memory.observed import record_observed_compaction
 from memoryhub.memory.workflows import create_workflow, get_workflow
 from memoryhub.models import ConsumerTrace, Tenant, WorkflowSource
+from triggers.steps import run_step
 
 Out = Callable[[str], None]
 CLAUDE_SESSION = "7d3f0b52-cc01-4c8e-9a3e-5b1f2e0c9a11"
@@ -72,6 +73,9 @@ class ServiceSink:
         return record_observed_compaction(
             self._wf(external_id), covers_to_seq=covers_to_seq, compactor=compactor, actor=self.actor, **kw
         ).to_dict()
+
+    def step(self, external_id: str, body: dict):
+        return run_step(self.tenant, external_id, body, self.actor)
 
     def record_timeline(self, external_id: str, items: list[dict]):
         result = record_timeline(self._wf(external_id), {"items": items}, self.actor)
@@ -358,7 +362,6 @@ def load_anthropic(tenant: Tenant, actor: Actor, out: Out) -> None:
         ANTHROPIC_WORKFLOW,
         anthropic_response(),
         messages=messages,
-        agent="merchant",
         context_management=cm,
     )
     record_artifact(

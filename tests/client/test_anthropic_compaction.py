@@ -10,6 +10,7 @@ from anthropic.types.beta import BetaMessage
 
 from memoryhub.accounts.tenancy import issue_api_key
 from memoryhub.client import MemoryHubClient
+from memoryhub.client.anthropic import record_anthropic_response
 from memoryhub.models import ConsumerTrace, Event, Role, Summary, SummaryStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -99,10 +100,16 @@ def test_encrypted_only_block_is_opaque_and_a_failed_block_is_skipped(hub):
     assert content["digest"] == "sha256:" + hashlib.sha256(sealed.encode()).hexdigest()
     assert content["size_bytes"] == len(sealed.encode())
     failed = hub.record_anthropic_response(
-        "ticket-991", _message("msg_03", [{"type": "compaction", "content": None}], None)
+        "ticket-991",
+        _message("msg_03", [{"type": "compaction", "content": None}], None),
+        # The next request round-trips the encrypted block: the call reads it, not the history.
+        messages=[
+            {"role": "assistant", "content": [{"type": "compaction", "encrypted_content": sealed}]},
+            {"role": "user", "content": "and the refund for 4417?"},
+        ],
     )
     assert failed["compactions"] == [] and Summary.objects.count() == 1
-    # That call still read the active (opaque) compaction.
+    # That call read the (opaque) compaction its request carried.
     assert (
         ConsumerTrace.objects.get(model_call_id="anthropic:msg_03").summary.summary_id
         == observed["summary_id"]
@@ -188,3 +195,26 @@ def test_a_compaction_with_nothing_to_cover_is_a_clear_error(fresh_hub):
     response = _message("msg_30", [{"type": "compaction", "content": "Summary of nothing recorded."}])
     with pytest.raises(ValueError, match="pass the request's messages"):
         fresh_hub.record_anthropic_response("ticket-empty", response)
+
+
+def test_through_a_resilient_hub_it_never_raises_and_spools_when_memoryhub_is_away(tmp_path, fresh_hub):
+    import time
+
+    from memoryhub.client.resilience import ResilientHub
+
+    response = _message("msg_40", [
+        {"type": "compaction", "content": "Refund for broken order 4417."},
+        {"type": "text", "text": "Refund issued."},
+    ])  # fmt: skip
+    down = MemoryHubClient("http://127.0.0.1:9", api_key="mh_x", max_retries=0)
+    with ResilientHub(client=down, component="anthropic", spool_dir=tmp_path / "down", deadline=0.5) as hub:
+        started = time.monotonic()
+        result = record_anthropic_response(
+            hub, "ticket-hub", response, messages=REQUEST, context_management=CM
+        )
+        assert time.monotonic() - started < 2 * 0.5 + 0.5
+        assert result["spooled"] is True and hub.status()["spooled"] == 2  # both steps, in order
+    with ResilientHub(client=fresh_hub, component="anthropic", spool_dir=tmp_path / "up", deadline=30) as hub:
+        live = record_anthropic_response(hub, "ticket-hub", response, messages=REQUEST, context_management=CM)
+    assert live["compactions"][0]["covers_to_seq"] == 5 and live["trace_id"] is not None
+    assert fresh_hub.get_workflow("ticket-hub").head_seq == 6
