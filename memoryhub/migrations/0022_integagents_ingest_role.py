@@ -4,20 +4,37 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('memoryhub', '0021_drop_redundant_fk_indexes'),
+        ("memoryhub", "0021_drop_redundant_fk_indexes"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='apikey',
-            name='role',
-            field=models.CharField(choices=[('viewer', 'Viewer'), ('ingest', 'Ingest'), ('reviewer', 'Reviewer'), ('admin', 'Admin')], default='admin', max_length=16),
+            model_name="apikey",
+            name="role",
+            field=models.CharField(
+                choices=[
+                    ("viewer", "Viewer"),
+                    ("ingest", "Ingest"),
+                    ("reviewer", "Reviewer"),
+                    ("admin", "Admin"),
+                ],
+                default="admin",
+                max_length=16,
+            ),
         ),
         migrations.AlterField(
-            model_name='membership',
-            name='role',
-            field=models.CharField(choices=[('viewer', 'Viewer'), ('ingest', 'Ingest'), ('reviewer', 'Reviewer'), ('admin', 'Admin')], default='viewer', max_length=16),
+            model_name="membership",
+            name="role",
+            field=models.CharField(
+                choices=[
+                    ("viewer", "Viewer"),
+                    ("ingest", "Ingest"),
+                    ("reviewer", "Reviewer"),
+                    ("admin", "Admin"),
+                ],
+                default="viewer",
+                max_length=16,
+            ),
         ),
     ]

@@ -202,7 +202,9 @@ def test_after_a_restart_the_session_holds_what_sqlitesession_holds(hub, tmp_pat
     assert hub_answers == sdk_answers and len(server.bodies) >= 2  # compacted in both runs
     before_restart = asyncio.run(ours.get_items())
     sdk_items = asyncio.run(SQLiteSession("s", db).get_items())  # a new process: new objects
-    hub_items = asyncio.run(MemoryHubSession("oa-side", client=hub, deadline=10, spool_dir=tmp_path).get_items())
+    hub_items = asyncio.run(
+        MemoryHubSession("oa-side", client=hub, deadline=10, spool_dir=tmp_path).get_items()
+    )
     assert (
         [_shape(i) for i in hub_items]
         == [_shape(i) for i in sdk_items]
@@ -237,7 +239,11 @@ def test_pop_and_clear_are_durable_and_never_replayed_as_messages(hub, tmp_path)
         popped = await session.pop_item()
         fresh = await MemoryHubSession("oa-proto", client=hub, deadline=10, spool_dir=tmp_path).get_items()
         await session.clear_session()
-        return popped, fresh, await MemoryHubSession("oa-proto", client=hub, deadline=10, spool_dir=tmp_path).get_items()
+        return (
+            popped,
+            fresh,
+            await MemoryHubSession("oa-proto", client=hub, deadline=10, spool_dir=tmp_path).get_items(),
+        )
 
     popped, fresh, after_clear = asyncio.run(scenario())
     assert popped == {"role": "assistant", "content": "hello"}
