@@ -57,6 +57,7 @@ logger = logging.getLogger(__name__)
 
 COMPACTOR_NAME = "openai-responses-compact"
 EMPTY_DIGEST = "sha256:" + hashlib.sha256(b"").hexdigest()
+ABSENT_SUMMARY = "application/vnd.memoryhub.absent-summary"  # as the Claude Code hook records one
 # client_event_id prefixes: an item of the session, and the markers that withdraw items (events are
 # append-only, so a pop or clear is itself an event; it is never handed back as an item).
 ITEM_PREFIX = "oa:"
@@ -270,7 +271,7 @@ class MemoryHubSession(SessionABC):
                 else {"text": content["narrative"]}
             )
             if not content.get("opaque") and not content["narrative"].strip():
-                body = {"opaque": {"digest": EMPTY_DIGEST, "size_bytes": 0, "media_type": "application/json"}}
+                body = {"opaque": {"digest": EMPTY_DIGEST, "size_bytes": 0, "media_type": ABSENT_SUMMARY}}
             tokens = [t for _, t, _ in replaced]
             trigger: dict[str, Any] = {
                 "kind": "auto",
