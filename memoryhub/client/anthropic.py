@@ -133,20 +133,12 @@ def _carried_compaction(messages: Any) -> Any:
     return found
 
 
-def _send(target: Any, workflow_id: str, body: dict[str, Any]) -> dict[str, Any] | None:
-    """One step request: through a ResilientHub (bounded, spooled when MemoryHub is away: None)
-    or a plain client (errors raise)."""
-    from .client import MemoryHubClient
-
-    if hasattr(target, "spool"):  # a ResilientHub
-        from .resilience import SpooledRequest
-
-        request = SpooledRequest("POST", MemoryHubClient.step_path(workflow_id), body)
-        answer: dict[str, Any] | None = target.call(
-            lambda client: client.step(workflow_id, body), default=None, spool=request, ordered=True
-        )
-        return answer
-    return target.step(workflow_id, body)
+def _step_body(**parts: Any) -> dict[str, Any]:
+    """A ``POST …/step/`` body (``MemoryHubClient.step_body``'s shape, without importing it:
+    ``memoryhub.client.client`` imports this module)."""
+    body: dict[str, Any] = {"create": {k: v for k, v in parts.pop("create").items() if v is not None}}
+    body.update({key: list(items) for key, items in parts.items() if items})
+    return body
 
 
 def record_anthropic_response(
@@ -165,16 +157,16 @@ def record_anthropic_response(
     itself, then its reply. The same response recorded again changes nothing and returns the same
     result (``created`` False): two idempotent step requests (``POST …/step/``).
 
-    ``client`` is a :class:`MemoryHubClient` (errors raise) or a ``ResilientHub`` (never raises:
-    bounded by its deadline, spooled when MemoryHub is away; the result then says ``spooled``).
+    ``client`` is anything with the client's ``step`` method: a :class:`MemoryHubClient` (errors
+    raise), or ``memoryhub.integrations.anthropic``'s adapter of a ``ResilientHub`` (never raises:
+    bounded by its deadline, spooled when MemoryHub is away: ``step`` answers None and the result
+    says ``spooled``).
     The workflow is created if it does not exist (source ``anthropic``). A compaction covers the
     request's ``messages``; without them (plain client only) it covers every event recorded before
     the call (``covers_to_seq`` overrides), and with no event at all that is a ``ValueError``
     rather than a compaction silently left out. The call's trace names the summary it read: the
     response's compaction, else the compaction block the request carried, else none.
     """
-    from .client import MemoryHubClient
-
     blocks = [b for b in compaction_blocks(response) if b["content"] or b["encrypted_content"]]
     response_id = str(_get(response, "id") or "")
     model = str(_get(response, "model") or "")[:100]
@@ -185,7 +177,7 @@ def record_anthropic_response(
         else []
     )
     request = message_events(messages, agent)
-    hub = hasattr(client, "spool")
+    hub = getattr(client, "may_defer", False)  # its writes may be spooled: no answer to read
     if not request and hub and blocks:
         raise ValueError("record_anthropic_response through a ResilientHub needs messages=request_messages")
     coverage: dict[str, Any] = {}
@@ -241,9 +233,7 @@ def record_anthropic_response(
             }
         )
     create = {"name": name, "source": "anthropic"}
-    first = _send(
-        client, workflow_id, MemoryHubClient.step_body(create=create, events=request, compactions=compactions)
-    )
+    first = client.step(workflow_id, _step_body(create=create, events=request, compactions=compactions))
     read = blocks[-1] if blocks else _carried_compaction(messages)
     trace: dict[str, Any] = {
         "agent": agent,
@@ -261,7 +251,7 @@ def record_anthropic_response(
     if isinstance(input_tokens, int):
         trace["input_tokens"] = input_tokens
     traces = [trace] if coverage else []  # a call with nothing recorded before it read nothing we hold
-    second = _send(client, workflow_id, MemoryHubClient.step_body(create=create, traces=traces, events=reply))
+    second = client.step(workflow_id, _step_body(create=create, traces=traces, events=reply))
     if first is None or second is None:
         return {"compactions": [], "events": len(reply), "trace_id": None, "spooled": True}
     recorded = second.get("traces") or []

@@ -10,7 +10,7 @@ from anthropic.types.beta import BetaMessage
 
 from memoryhub.accounts.tenancy import issue_api_key
 from memoryhub.client import MemoryHubClient
-from memoryhub.client.anthropic import record_anthropic_response
+from memoryhub.integrations.anthropic import record_anthropic_response
 from memoryhub.models import ConsumerTrace, Event, Role, Summary, SummaryStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -96,7 +96,8 @@ def test_client_integrations_and_hook_run_without_django(installed):
     python = installed / "bin" / "python"
     script = (
         "import importlib.util, memoryhub.client, memoryhub.client.resilience, memoryhub.client.anthropic, "
-        "memoryhub.integrations.claude_code, memoryhub.integrations.langgraph, memoryhub.integrations.recorder\n"
+        "memoryhub.integrations.claude_code, memoryhub.integrations.langgraph, memoryhub.integrations.recorder, "
+        "memoryhub.integrations.anthropic\n"
         "assert importlib.util.find_spec('django') is None and importlib.util.find_spec('rest_framework') is None\n"
         "print(memoryhub.client.__file__)\n"
         "for module, extra in (('openai_agents', 'agents'), ('langchain', 'langchain')):\n"
