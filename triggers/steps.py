@@ -41,7 +41,7 @@ from memoryhub.context.assembly import (
 )
 from memoryhub.context.traces import record_trace
 from memoryhub.core.errors import InvalidInput, NotFound, PayloadTooLarge
-from memoryhub.memory.events import append_events, parse_batch
+from memoryhub.memory.events import EventIn, append_events, parse_batch
 from memoryhub.memory.observed import record_observed_compaction, summary_for_observation
 from memoryhub.memory.workflows import create_workflow, get_workflow
 from memoryhub.models import Event, Tenant, Workflow, WorkflowSource
@@ -120,7 +120,7 @@ def _parse(payload: Any) -> dict[str, Any]:
     """Everything checked that can be checked before writing (the services check the rest)."""
     body = _object(payload, "body", STEP_FIELDS)
     raw_events = body.get("events")
-    events = []
+    events: list[EventIn] = []
     if raw_events not in (None, []):
         events, _ = parse_batch({"events": raw_events})
         for i, event in enumerate(events):

@@ -23,6 +23,7 @@ import os
 import statistics
 import tempfile
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -108,7 +109,7 @@ def run(sizes: list[int] | None = None, calls: int = 30, log=print) -> dict[str,
 
             workflow = f"bench-lc-{n}"
             hub = ResilientHub(
-                HubConfig(url=base, api_key=secret, spool_dir=f"{spool}/{n}", deadline=30.0),
+                HubConfig(url=base, api_key=secret, spool_dir=Path(spool, str(n)), deadline=30.0),
                 component="bench",
             )
             ours = MemoryHubSummarizationMiddleware(

@@ -8,6 +8,9 @@ Importable without Django (it needs only httpx)::
         hub.create_workflow("api-tests-42", name="POST /payments tests")
         hub.append_events("api-tests-42", [{"kind": "message", "role": "user", "content": "..."}])
         ctx = hub.get_context("api-tests-42", min_seq=1)
+
+Framework integrations wrap it in :class:`memoryhub.client.resilience.ResilientHub` (deadline,
+circuit breaker, local spool, warn once): MemoryHub being away never stops an agent.
 """
 
 from .client import MemoryHubClient, parse_retry_after

@@ -50,6 +50,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -205,7 +206,17 @@ class Spool:
 
     def put(self, request: SpooledRequest) -> bool:
         """Append ``request``; False (and an ERROR log) when the spool is full."""
-        line = request.to_line() + "\n"
+        try:
+            line = request.to_line() + "\n"
+            return self._append(line, request)
+        except (OSError, TypeError, ValueError) as exc:  # unwritable spool, unserialisable body
+            self.dropped += 1
+            logger.error(
+                "MemoryHub spool %s: %s %s NOT kept (%r)", self.directory, request.method, request.path, exc
+            )
+            return False
+
+    def _append(self, line: str, request: SpooledRequest) -> bool:
         with self._locked():
             size = self.pending_path.stat().st_size if self.pending_path.exists() else 0
             if size + len(line.encode("utf-8")) > self.max_bytes:
@@ -233,7 +244,7 @@ class Spool:
     def has_pending(self) -> bool:
         try:
             return self.pending_path.stat().st_size > 0
-        except FileNotFoundError:
+        except OSError:  # absent, or an unusable spool location (put() logs that)
             return False
 
     def reject(self, request: SpooledRequest) -> None:
@@ -241,16 +252,18 @@ class Spool:
             out.write(request.to_line() + "\n")
 
     def count(self) -> int:
-        if not self.pending_path.exists():
-            return 0
-        with open(self.pending_path, "rb") as source:
-            return sum(1 for line in source if line.strip())
+        return self._lines(self.pending_path)
 
     def rejected_count(self) -> int:
-        if not self.rejected_path.exists():
+        return self._lines(self.rejected_path)
+
+    @staticmethod
+    def _lines(path: Path) -> int:
+        try:
+            with open(path, "rb") as source:
+                return sum(1 for line in source if line.strip())
+        except OSError:
             return 0
-        with open(self.rejected_path, "rb") as source:
-            return sum(1 for line in source if line.strip())
 
     @contextlib.contextmanager
     def _draining(self) -> Iterator[None]:
@@ -522,7 +535,7 @@ class ResilientHub:
 
     async def acall(self, fn: Callable[[MemoryHubClient], T], **kwargs: Any) -> T:
         """:meth:`call` for async code: the same bound, without blocking the event loop."""
-        return await asyncio.to_thread(self.call, fn, **kwargs)
+        return await asyncio.to_thread(functools.partial(self.call, fn, **kwargs))
 
     async def asend(self, request: SpooledRequest, **kwargs: Any) -> bool:
         return await asyncio.to_thread(self.send, request, **kwargs)

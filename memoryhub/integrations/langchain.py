@@ -27,12 +27,14 @@ message are LangChain's own code paths, so the agent's model sees exactly what i
 The summary message carries ``additional_kwargs["memoryhub_summary"]`` (observation id, summary id
 once known) and an id; its content is LangChain's.
 
-**One round trip per model call, flat cost.** ``before_model`` sends one ``POST …/step/``: the new
+**One request per model call, flat cost.** ``before_model`` makes one ``POST …/step/``: the new
 messages as events (ids derived from message ids, so a re-run never duplicates), the compaction it
 just performed (coverage by event id), the consumer traces of earlier model calls, and (policy
-mode) the decision request. ``after_agent`` queues the last messages for the background drainer
-(no wait). A history longer than the server's batch maximum is caught up in chunks by the
-background drainer while the agent runs natively.
+mode) the decision request. With a LangChain ``trigger`` the answer is not needed: the request is
+queued for the background sender and the agent does not wait. In policy mode the call waits (at
+most the deadline) for the decision, and a compaction it leads to is recorded by a second request
+before the model reads it. ``after_agent`` queues the last messages the same way. A history longer
+than the server's batch maximum is sent in chunks in the background while the agent runs.
 
 **Never hurts the agent.** All calls go through :class:`memoryhub.client.resilience.ResilientHub`:
 deadline (``MEMORYHUB_DEADLINE_MS``, default 200 ms), circuit breaker, local spool drained in order
@@ -330,7 +332,8 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
     def _prepare(self, state: Any) -> _Prepared:
         messages = state["messages"]
         thread = self._thread(self.workflow_id())
-        events = self._events_of(thread, self._take_new(thread, messages))
+        new = self._take_new(thread, messages)
+        events = self._recording(lambda: self._events_of(thread, new), [])
         compact = False
         if not self.policy_decides:
             compact = self._should_summarize(messages, self._total_tokens(thread, messages))
@@ -450,7 +453,7 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
         """LangChain's state update, plus our bookkeeping of the new state."""
         thread = prepared.thread
         tokens = self._total_tokens(thread, prepared.messages)
-        record = self._compaction(thread, replaced, text, tokens)
+        record = self._recording(lambda: self._compaction(thread, replaced, text, tokens), None)
         note = self._build_new_messages(text)[0]
         meta: dict[str, Any] = {}
         if record is not None:
@@ -482,7 +485,7 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
 
     # -- LangChain hooks ----------------------------------------------------------------------------
 
-    def before_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def before_model(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
         prepared = self._prepare(state)
         update = None
         if prepared.compact and (cut := self._cut(prepared)) is not None:
@@ -496,7 +499,7 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
         self._note_summary_id(update, answer)
         return update
 
-    async def abefore_model(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    async def abefore_model(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
         prepared = self._prepare(state)
         update = None
         if prepared.compact and (cut := self._cut(prepared)) is not None:
@@ -553,6 +556,8 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
 
     @staticmethod
     def _tag(response: Any, model_call_id: str) -> Any:
+        if not model_call_id:
+            return response
         results = response.result if isinstance(response, ModelResponse) else [response]
         for message in results:
             if isinstance(message, AIMessage):
@@ -560,23 +565,36 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
         return response
 
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
-        model_call_id = self._trace(request)
+        model_call_id = self._recording(lambda: self._trace(request), "")
         return self._tag(handler(request), model_call_id)
 
     async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
-        model_call_id = self._trace(request)
+        model_call_id = self._recording(lambda: self._trace(request), "")
         return self._tag(await handler(request), model_call_id)
 
-    def after_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    def _recording(self, record: Callable[[], Any], fallback: Any) -> Any:
+        """Run MemoryHub-only bookkeeping; a failure there is logged, never raised into the agent."""
+        try:
+            return record()
+        except Exception:  # a bug or an unexpected message shape must not stop the agent
+            logger.exception("MemoryHub: recording failed; the agent continues (this record is missing)")
+            return fallback
+
+    def after_agent(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
         """Queue the run's last messages and traces for the background drainer (the agent does not wait)."""
         thread = self._thread(self.workflow_id())
-        events = self._events_of(thread, self._take_new(thread, state["messages"]))
-        if events or thread.pending_traces or thread.pending_compactions:
-            for request in self._requests(thread, events):
-                self.hub.send_later(request)
+        new = self._take_new(thread, state["messages"])
+
+        def queue() -> None:
+            events = self._events_of(thread, new)
+            if events or thread.pending_traces or thread.pending_compactions:
+                for request in self._requests(thread, events):
+                    self.hub.send_later(request)
+
+        self._recording(queue, None)
         return None
 
-    async def aafter_agent(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+    async def aafter_agent(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
         return self.after_agent(state, runtime)
 
     def flush(self, timeout: float = 10.0) -> bool:

@@ -48,6 +48,10 @@ def test_agent_compacts_twice_and_a_tool_result_reaches_the_summary_the_model_re
     # The trigger (not a recount) decided: every compaction follows a logged "compact" decision.
     actions = list(TriggerDecision.objects.filter(workflow=workflow).values_list("action", flat=True))
     assert actions.count("compact") >= len(summaries)
+    # The example passes expected_next_step_tokens=150: every decision projected it.
+    assert set(
+        TriggerDecision.objects.filter(workflow=workflow).values_list("expected_next_step_tokens", flat=True)
+    ) == {150}
 
     # Tool-call/result pairs were kept together: no summary ends between a call and its result.
     for summary in summaries:

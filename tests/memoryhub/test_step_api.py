@@ -183,3 +183,16 @@ def test_tenant_isolation_and_roles(api, mallory, carol, tenant):
 def test_step_is_in_the_openapi_schema(api):
     schema = api.get("/api/schema/", {"format": "json"}).json()
     assert "post" in schema["paths"]["/api/v1/workflows/{wf}/step/"]
+
+
+def test_architecture_lists_the_step_route_with_exactly_its_fields():
+    import re
+    from pathlib import Path
+
+    from django.conf import settings
+
+    from triggers.steps import STEP_FIELDS
+
+    text = Path(settings.BASE_DIR, "docs", "ARCHITECTURE.md").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("POST /api/v1/workflows/{wf}/step/"))
+    assert set(re.findall(r'"(\w+)"', line)) == set(STEP_FIELDS)

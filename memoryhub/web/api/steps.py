@@ -16,7 +16,7 @@ from triggers.steps import MAX_STEP_COMPACTIONS, MAX_STEP_TRACES, run_step
 class StepRequestSerializer(serializers.Serializer):
     """Schema of the step body; triggers.steps parses it (one set of rules for API and spool replay)."""
 
-    create = serializers.DictField(
+    create = serializers.DictField(  # type: ignore[assignment]  # API field name shadows Serializer.create
         required=False,
         help_text='Create the workflow on first use: {"name"?, "graph_release"?, "source"?, "model"?}.',
     )
@@ -40,7 +40,7 @@ class StepRequestSerializer(serializers.Serializer):
     decide = serializers.DictField(
         required=False, allow_null=True, help_text="Trigger inputs: when present the workflow policy decides."
     )
-    context = serializers.BooleanField(
+    context = serializers.BooleanField(  # type: ignore[assignment]  # API field name shadows Field.context
         required=False, help_text="Answer with the context id (+ manifest) of the read right after the step."
     )
 
@@ -54,7 +54,7 @@ class StepResponseSerializer(serializers.Serializer):
     compactions = serializers.ListField(child=serializers.DictField())
     traces = serializers.ListField(child=serializers.DictField())
     decision = serializers.DictField(allow_null=True)
-    context = serializers.DictField(
+    context = serializers.DictField(  # type: ignore[assignment]  # API field name shadows Field.context
         allow_null=True,
         help_text="Only when asked (context: true). "
         "The read right after this step: context_id, manifest_hash (null past "
