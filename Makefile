@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv bench lint typecheck fmt clean reset-demo
+.PHONY: demo test venv bench lint typecheck fmt clean reset-demo client-dist
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ fmt: $(STAMP)
 
 typecheck: $(STAMP)
 	@$(VENV)/bin/mypy memoryhub audit triggers
+
+# The light client wheel (memoryhub-audit-client: client, integrations, memoryhub-hook; no Django) in var/dist.
+client-dist: $(STAMP)
+	@$(PY) scripts/client_dist/build.py var/dist
 
 reset-demo:
 	rm -f var/memoryhub.sqlite3 var/memoryhub.sqlite3-wal var/memoryhub.sqlite3-shm var/celerybeat-schedule*

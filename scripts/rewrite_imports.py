@@ -85,8 +85,9 @@ PACKAGES = {
     "memoryhub.views": "memoryhub.web.views",
 }
 # Dotted names followed by "-" or "/" are data, not modules ("memoryhub.opaque/v1" is a schema id).
-# Names under memoryhub.context that belong to the new package, not to the old module.
-NEW_SUBPACKAGE_CHILDREN = {"memoryhub.context": ("assembly", "traces")}
+# Old modules that became a package of the same name: its modules (read from the tree, so a new
+# module such as memoryhub.context.timeline is new code, not an old path) are not rewritten.
+NEW_SUBPACKAGES = ("memoryhub.context",)
 SUFFIXES = (".py", ".md", ".html", ".toml", ".cfg", ".ini", ".txt", ".sh", ".yml", ".yaml", ".json")
 SELF = Path(__file__).resolve()
 
@@ -102,7 +103,7 @@ def _package_children(new_dotted: str) -> set[str]:
 def _dotted_patterns() -> list[tuple[re.Pattern[str], str]]:
     patterns = []
     for old, new in MODULES.items():
-        children = NEW_SUBPACKAGE_CHILDREN.get(old)
+        children = sorted(_package_children(old) - {"__init__"}) if old in NEW_SUBPACKAGES else None
         alts = "|".join(children or ())
         # `memoryhub.context.traces` and `from memoryhub.context import traces` are already new.
         skip = rf"(?!\.(?:{alts})\b|\s+import\s+\(?\s*(?:{alts})\b)" if children else ""

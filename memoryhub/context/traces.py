@@ -177,7 +177,25 @@ def _same_trace(existing: ConsumerTrace, new: TraceIn) -> ConsumerTrace:
     return existing
 
 
-def record_trace(workflow: Workflow, data: Any, actor: Actor) -> tuple[ConsumerTrace, bool]:
+@dataclass(frozen=True)
+class ReadPoint:
+    """The moment a call read its context, as a caller replaying a timeline knows it (better than
+    "now", when later events of the same request are already written): the head then, the history
+    size then, and whether a compaction was running (``memoryhub.context.timeline``)."""
+
+    head_seq: int
+    history_tokens: int
+    safe_budget: int
+    compaction_running: bool
+
+    @property
+    def missed_compaction(self) -> bool:
+        return self.history_tokens > self.safe_budget and not self.compaction_running
+
+
+def record_trace(
+    workflow: Workflow, data: Any, actor: Actor, *, read: ReadPoint | None = None
+) -> tuple[ConsumerTrace, bool]:
     """Record (or find) the trace of one model call; returns (trace, created)."""
 
     trace_in = data if isinstance(data, TraceIn) else parse_trace(data)
@@ -196,7 +214,11 @@ def record_trace(workflow: Workflow, data: Any, actor: Actor) -> tuple[ConsumerT
             raise _bad(
                 "summary_id", f"{trace_in.summary_id!r} is not a summary of this workflow", "unknown_summary"
             )
-    head_now = Workflow.objects.filter(pk=workflow.pk).values_list("head_seq", flat=True).get()
+    head_now = (
+        read.head_seq
+        if read is not None
+        else Workflow.objects.filter(pk=workflow.pk).values_list("head_seq", flat=True).get()
+    )
     if trace_in.tail_to_seq > head_now:
         raise _bad(
             "tail_to_seq",
@@ -236,7 +258,7 @@ def record_trace(workflow: Workflow, data: Any, actor: Actor) -> tuple[ConsumerT
         flags.append(TraceFlag.MISSING_PROVENANCE)
     if trace_in.fallback_reason:
         flags.append(TraceFlag.FALLBACK_RETRIEVAL)
-    if missed_compaction(workflow):
+    if read.missed_compaction if read is not None else missed_compaction(workflow):
         flags.append(TraceFlag.MISSED_COMPACTION)
     flags = list(dict.fromkeys(str(f) for f in flags))
 

@@ -97,9 +97,9 @@ def load_integration_workflows(
             f"artifact {LANGCHAIN_ARTIFACT}"
         )
         with at(3600), _outside_any_event_loop():
-            oa = asyncio.run(openai_agents_example.run_example(client, OPENAI_AGENTS_WORKFLOW, offload=False))
+            oa = asyncio.run(openai_agents_example.run_example(client, OPENAI_AGENTS_WORKFLOW))
         produced["openai_agents"] = oa
-        statuses = ", ".join(f"S{s.version} {s.status}" for s in oa.session.summaries)
+        statuses = ", ".join(f"S{s['version']} {s['status']}" for s in oa.session.summaries)
         out(
             f"  workflow {OPENAI_AGENTS_WORKFLOW} (OpenAI Agents SDK session + compaction session): "
             f"{len(oa.answers)} turns, observed compactions {statuses}"

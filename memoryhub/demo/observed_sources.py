@@ -28,6 +28,7 @@ from typing import Any
 
 from audit.investigate import investigate
 from memoryhub.client.anthropic import record_anthropic_response
+from memoryhub.context.timeline import record_timeline
 from memoryhub.context.traces import record_artifact, record_trace
 from memoryhub.core.actors import Actor
 from memoryhub.integrations.claude_code import sync_session
@@ -36,6 +37,7 @@ from memoryhub.memory.events import append_events, parse_batch
 from memoryhub.memory.observed import record_observed_compaction
 from memoryhub.memory.workflows import create_workflow, get_workflow
 from memoryhub.models import ConsumerTrace, Tenant, WorkflowSource
+from triggers.steps import run_step
 
 Out = Callable[[str], None]
 CLAUDE_SESSION = "7d3f0b52-cc01-4c8e-9a3e-5b1f2e0c9a11"
@@ -71,6 +73,13 @@ class ServiceSink:
         return record_observed_compaction(
             self._wf(external_id), covers_to_seq=covers_to_seq, compactor=compactor, actor=self.actor, **kw
         ).to_dict()
+
+    def step(self, external_id: str, body: dict):
+        return run_step(self.tenant, external_id, body, self.actor)
+
+    def record_timeline(self, external_id: str, items: list[dict]):
+        result = record_timeline(self._wf(external_id), {"items": items}, self.actor)
+        return {"head_seq": result.head_seq, "traces": result.traces}
 
     def record_trace(self, external_id: str, **kw: Any):
         body = {k: v for k, v in kw.items() if v is not None or k == "summary_id"}
@@ -339,27 +348,22 @@ def load_anthropic(tenant: Tenant, actor: Actor, out: Out) -> None:
     wf = sink.create_workflow(
         ANTHROPIC_WORKFLOW, name="Payout hold ticket 991", source=WorkflowSource.ANTHROPIC
     )
-    sink.append_events(
-        ANTHROPIC_WORKFLOW,
-        [
-            {
-                "kind": "message",
-                "role": "user",
-                "agent": "merchant",
-                "content": text,
-                "client_event_id": f"t991-{i}",
-            }
-            for i, text in enumerate(
-                [
-                    "Why is payout 3310 on hold?",
-                    "We uploaded our KYC document last year.",
-                    "Can you check whether anything expired?",
-                ]
-            )
-        ],
-    )
+    messages = [
+        {"role": "user", "content": text}
+        for text in [
+            "Why is payout 3310 on hold?",
+            "We uploaded our KYC document last year.",
+            "Can you check whether anything expired?",
+        ]
+    ]
     cm = {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 150_000}}]}
-    result = record_anthropic_response(sink, ANTHROPIC_WORKFLOW, anthropic_response(), context_management=cm)
+    result = record_anthropic_response(
+        sink,
+        ANTHROPIC_WORKFLOW,
+        anthropic_response(),
+        messages=messages,
+        context_management=cm,
+    )
     record_artifact(
         wf,
         {

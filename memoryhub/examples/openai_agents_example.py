@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -198,7 +199,8 @@ async def run_example(
     openai_client: AsyncOpenAI | None = None,
     questions: list[str] | None = None,
     compact_every: int = 6,
-    offload: bool = True,
+    deadline: float = 10.0,
+    spool_dir: str | None = None,
 ) -> ExampleRun:
     """Ask one question per order; the compaction session compacts once ``compact_every`` items pile up."""
     set_tracing_disabled(True)  # no trace export: nothing leaves the machine
@@ -207,7 +209,9 @@ async def run_example(
         client=client,
         agent="support-agent",
         workflow_name="OpenAI Agents: order desk",
-        offload=offload,
+        # An agent keeps the 200 ms default; the example waits so every item is recorded as it runs.
+        deadline=deadline,
+        spool_dir=spool_dir or tempfile.mkdtemp(prefix="memoryhub-openai-agents-example-"),
     )
     wrapped = compaction_session(
         session,

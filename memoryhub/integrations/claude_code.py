@@ -35,17 +35,25 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 log = logging.getLogger("memoryhub.hook")
 
 SOURCE = "claude-code"
 COMPACTOR = "claude-code"
-BATCH = 500
+BATCH = 500  # timeline items a request (events and traces); the server takes up to 1,000
+DEFAULT_TIMEOUT = 5.0  # seconds one invocation may take in all (MEMORYHUB_HOOK_TIMEOUT)
+HARD_STOP_GRACE = 1.0  # after the deadline, the console script exits even if a read still hangs
+# A boundary whose transcript holds no summary is recorded as absent: an empty opaque payload of
+# this type (never a placeholder text that would be validated as if the framework wrote it).
+ABSENT_SUMMARY = "application/vnd.memoryhub.absent-summary"
+EMPTY_DIGEST = "sha256:" + hashlib.sha256(b"").hexdigest()
 MAX_CONTENT = 100_000  # characters kept of one block (tool results can be huge); the rest is noted
 SPOOL_LIMIT = 200  # hook inputs kept for retry; older ones are dropped (and logged)
 
@@ -70,10 +78,13 @@ class BoundaryItem:
     uuid: str
     trigger: str
     pre_tokens: int | None
-    summary_text: str | None  # None while the summary entry is not written yet (PreCompact)
+    summary_text: str | None  # None: no summary (see ``pending``)
     version: str = ""
     timestamp: str = ""
     line: int = 0
+    pending: bool = False  # the boundary is the last entry: its summary is not written yet
+    preserved_events: int = 0  # events of the preserved segment (kept verbatim, not summarised)
+    preserved_head_missing: bool = False  # compactMetadata names a head entry the file lacks
 
 
 @dataclass
@@ -148,6 +159,60 @@ def entry_events(entry: dict[str, Any]) -> list[dict[str, Any]]:
     return events
 
 
+def _is_conversation(entry: dict[str, Any]) -> bool:
+    return entry.get("type") in ("user", "assistant") and not entry.get("isMeta")
+
+
+def _boundary(
+    entry: dict[str, Any],
+    after: list[dict[str, Any]],
+    line: int,
+    line_of: dict[str, int],
+    items_before: list[Any],
+) -> BoundaryItem:
+    """A ``compact_boundary`` entry with its summary (the ``isCompactSummary`` user entry written
+    after it, attachments may come between) and its preserved segment.
+
+    No summary before the conversation goes on: the summary is absent (recorded as such); nothing
+    after the boundary yet: it is pending (PreCompact, or a file being written)."""
+    meta = entry.get("compactMetadata") or {}
+    summary_text: str | None = None
+    pending = True
+    for later in after:
+        if later.get("type") == "user" and later.get("isCompactSummary"):
+            summary_text = _block_text((later.get("message") or {}).get("content")).strip() or None
+            pending = False
+            break
+        if _is_conversation(later) or (
+            later.get("type") == "system" and later.get("subtype") == "compact_boundary"
+        ):
+            pending = False
+            break
+    preserved, head_missing = 0, False
+    segment = meta.get("preservedSegment")
+    if isinstance(segment, dict) and segment.get("headUuid"):
+        head_line = line_of.get(str(segment["headUuid"]))
+        if head_line is None or head_line > line:
+            head_missing = True
+        else:  # the head entry and everything after it up to the boundary is kept verbatim
+            preserved = sum(1 for it in items_before if isinstance(it, EventItem) and it.line >= head_line)
+    pre = meta.get("preTokens")
+    return BoundaryItem(
+        uuid=str(
+            entry.get("uuid") or hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()[:32]
+        ),
+        trigger=str(meta["trigger"]) if meta.get("trigger") in ("auto", "manual") else "unknown",
+        pre_tokens=pre if isinstance(pre, int) and not isinstance(pre, bool) and pre >= 0 else None,
+        summary_text=summary_text,
+        version=str(entry.get("version") or ""),
+        timestamp=str(entry.get("timestamp") or ""),
+        line=line,
+        pending=pending,
+        preserved_events=preserved,
+        preserved_head_missing=head_missing,
+    )
+
+
 def parse_transcript(lines: Iterable[str]) -> Parsed:
     """Items of a Claude Code transcript, in order. Unknown entries are skipped, bad lines counted."""
     out = Parsed()
@@ -170,39 +235,21 @@ def parse_transcript(lines: Iterable[str]) -> Parsed:
         else:
             out.bad_lines += 1
     seen_calls: set[str] = set()
+    line_of: dict[str, int] = {}  # an entry's first line (a preserved entry may be written again later)
+    for i, e in enumerate(entries):
+        if e.get("uuid"):
+            line_of.setdefault(str(e["uuid"]), at[i])
     for i, entry in enumerate(entries):
         etype = entry.get("type")
         if etype == "system" and entry.get("subtype") == "compact_boundary":
-            meta = entry.get("compactMetadata") or {}
-            summary = next(
-                (e for e in entries[i + 1 : i + 6] if e.get("type") == "user" and e.get("isCompactSummary")),
-                None,
-            )
-            text = _block_text((summary.get("message") or {}).get("content")) if summary else None
-            pre = meta.get("preTokens")
-            out.items.append(
-                BoundaryItem(
-                    uuid=str(
-                        entry.get("uuid")
-                        or hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()[:32]
-                    ),
-                    trigger=str(meta["trigger"]) if meta.get("trigger") in ("auto", "manual") else "unknown",
-                    pre_tokens=pre
-                    if isinstance(pre, int) and not isinstance(pre, bool) and pre >= 0
-                    else None,
-                    summary_text=text,
-                    version=str(entry.get("version") or ""),
-                    timestamp=str(entry.get("timestamp") or ""),
-                    line=at[i],
-                )
-            )
+            out.items.append(_boundary(entry, entries[i + 1 :], at[i], line_of, out.items))
         elif etype == "user" and entry.get("isCompactSummary"):
             continue  # the summary itself: recorded with its boundary, not a source event
         elif etype in ("user", "assistant") and not entry.get("isMeta"):
-            for event in entry_events(entry):
-                out.items.append(EventItem(event, at[i]))
             message = entry.get("message") or {}
             if etype == "assistant" and message.get("id") and message["id"] not in seen_calls:
+                # The call read everything before this message (its own output is not its input);
+                # one API message may be split over several entries: the first one stands for it.
                 seen_calls.add(message["id"])
                 usage = message.get("usage") or {}
                 tokens = [
@@ -218,7 +265,65 @@ def parse_transcript(lines: Iterable[str]) -> Parsed:
                         at[i],
                     )
                 )
+            for event in entry_events(entry):
+                out.items.append(EventItem(event, at[i]))
     return out
+
+
+# -- deadline ----------------------------------------------------------------------------------------
+
+
+class DeadlineReached(Exception):
+    """The invocation's time is up: what was sent is saved, the rest waits in the spool."""
+
+
+class Deadline:
+    """One wall-clock budget for a whole hook invocation: every request, retry and back-off
+    draws on it, so retries never multiply it."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+    def check(self) -> None:
+        if self.left() <= 0:
+            raise DeadlineReached(f"the hook's {self.seconds:g} s deadline is reached")
+
+    def sleep(self, seconds: float) -> None:
+        """The client's back-off, cut to what is left."""
+        time.sleep(max(0.0, min(seconds, self.left())))
+
+
+def deadline_transport(deadline: Deadline) -> Any:
+    """An httpx transport that gives every request at most the time left (connect, write, each
+    read) and refuses to start one when none is left."""
+    import httpx
+
+    class _Transport(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            left = deadline.left()
+            if left <= 0:
+                raise httpx.ConnectTimeout("memoryhub-hook deadline reached", request=request)
+            asked = request.extensions.get("timeout") or {}
+            request.extensions["timeout"] = {
+                k: min(left, asked[k]) if asked.get(k) is not None else left
+                for k in ("connect", "read", "write", "pool")
+            }
+            return super().handle_request(request)
+
+    return _Transport()
+
+
+def hook_timeout() -> float:
+    """``MEMORYHUB_HOOK_TIMEOUT``: seconds one invocation may take in all (default 5)."""
+    try:
+        value = float(os.environ.get("MEMORYHUB_HOOK_TIMEOUT") or DEFAULT_TIMEOUT)
+    except ValueError:
+        value = DEFAULT_TIMEOUT
+    return value if value > 0 else DEFAULT_TIMEOUT
 
 
 # -- state and spool ---------------------------------------------------------------------------------
@@ -234,26 +339,28 @@ def _safe(name: str) -> str:
 
 @dataclass
 class SessionState:
-    """What was already sent for one session (an optimisation: every send is idempotent anyway)."""
+    """What was already sent for one session, saved after every batch (every send is idempotent
+    anyway: a lost or stale state re-sends, never duplicates)."""
 
-    lines: int = 0
-    last_seq: int = 0
-    summary_id: str | None = None
+    lines: int = 0  # transcript lines fully sent
+    last_seq: int = 0  # the workflow's head after the last batch
+    summary_id: str | None = None  # the observed summary the next calls were built on
     model: str = ""
+    created: bool = False  # the workflow exists
 
     @classmethod
     def load(cls, directory: Path, session_id: str) -> SessionState:
         path = directory / "state" / f"{_safe(session_id)}.json"
         try:
             data = json.loads(path.read_text())
-            return cls(**{k: data[k] for k in ("lines", "last_seq", "summary_id", "model") if k in data})
+            return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
         except (OSError, ValueError, TypeError):
             return cls()
 
     def save(self, directory: Path, session_id: str) -> None:
         path = directory / "state" / f"{_safe(session_id)}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps({**self.__dict__, "session_id": session_id}))
         tmp.replace(path)
 
@@ -264,11 +371,29 @@ def _unwrap(result: Any, key: str) -> Any:
     return getattr(result, key, None)
 
 
+def _record_timeline(sink: Sink, session_id: str, items: list[dict[str, Any]]) -> Any:
+    """``POST …/timeline/``: events and the calls between them in one request."""
+    method = getattr(sink, "record_timeline", None)
+    if method is not None:
+        return method(session_id, items)
+    path = f"/api/v1/workflows/{quote(session_id, safe='')}/timeline/"
+    return sink.request("POST", path, json={"items": items}, idempotent=True).json()
+
+
 def sync_session(
-    sink: Sink, session_id: str, transcript_path: str | os.PathLike, directory: Path | None = None
+    sink: Sink,
+    session_id: str,
+    transcript_path: str | os.PathLike,
+    directory: Path | None = None,
+    deadline: Deadline | None = None,
 ) -> dict[str, Any]:
-    """Send what is new in the transcript; returns counts. Raises on failure (the caller spools)."""
+    """Send what is new in the transcript; returns counts. Raises on failure (the caller spools).
+
+    Sends at most ``BATCH`` items a request (whole transcript lines), saving its progress after
+    each, so a run stopped by its deadline (or killed) resumes where it stopped.
+    """
     directory = directory or hook_dir()
+    deadline = deadline or Deadline(float("inf"))
     state = SessionState.load(directory, session_id)
     path = Path(transcript_path)
     with path.open(encoding="utf-8", errors="replace") as fh:
@@ -282,79 +407,99 @@ def sync_session(
         "bad_lines": parsed.bad_lines,
         "pending_boundary": False,
     }
-    if state.lines == 0:
+    if not state.created:
+        deadline.check()
         sink.create_workflow(session_id, name=f"Claude Code session {session_id[:8]}", source=SOURCE)
-    pending: list[dict[str, Any]] = []
-    last_seq = state.last_seq
-    summary_id = state.summary_id
+        state.created = True
+    batch: list[dict[str, Any]] = []
 
-    def flush() -> None:
-        nonlocal last_seq
-        while pending:
-            chunk, pending[:] = pending[:BATCH], pending[BATCH:]
-            result = sink.append_events(session_id, chunk)
-            events = _unwrap(result, "events") or []
-            if events:
-                last_seq = max(last_seq, max(_unwrap(e, "seq") for e in events))
-            stats["events"] += len(chunk)
+    def flush(upto: int) -> None:
+        """Send the batch; everything before line ``upto`` is then sent."""
+        if batch:
+            deadline.check()
+            result = _record_timeline(sink, session_id, batch)
+            state.last_seq = max(state.last_seq, int(_unwrap(result, "head_seq") or 0))
+            stats["events"] += sum(1 for b in batch if "event" in b)
+            stats["traces"] += sum(1 for b in batch if "trace" in b)
+            batch.clear()
+        if upto > state.lines:
+            state.lines = upto
+            state.save(directory, session_id)
 
-    stop_at_boundary = False
-    upto = parsed.lines
-    model = state.model
+    sent_any = state.last_seq > 0
     for item in parsed.items:
         if item.line < state.lines:
             continue  # sent by an earlier run (re-sending would be a no-op, only slower)
+        if len(batch) >= BATCH and item.line > state.lines:
+            flush(item.line)  # whole lines only: a saved position never splits an entry
         if isinstance(item, EventItem):
-            pending.append(item.event)
+            batch.append({"event": item.event})
+            sent_any = True
         elif isinstance(item, CallItem):
-            model = item.model or model
-            flush()
-            if last_seq:
-                sink.record_trace(
-                    session_id,
-                    agent="claude-code",
-                    agent_run_id=session_id,
-                    model_call_id=item.model_call_id,
-                    summary_id=summary_id,
-                    tail_to_seq=last_seq,
-                    input_tokens=item.input_tokens,
+            state.model = item.model or state.model
+            if sent_any:  # a call before any event read nothing MemoryHub holds
+                batch.append(
+                    {
+                        "trace": {
+                            "agent": "claude-code",
+                            "agent_run_id": session_id,
+                            "model_call_id": item.model_call_id,
+                            "summary_id": state.summary_id,
+                            "model": item.model[:100],
+                            **({"input_tokens": item.input_tokens} if item.input_tokens is not None else {}),
+                        }
+                    }
                 )
-                stats["traces"] += 1
         elif isinstance(item, BoundaryItem):
-            flush()
-            if item.summary_text is None:
-                stop_at_boundary = True  # PreCompact: the summary is not written yet; PostCompact sends it
-                upto = item.line
+            flush(item.line)
+            if item.pending:
+                stats["pending_boundary"] = True  # PreCompact: PostCompact sends the summary
                 break
-            if last_seq == 0:
-                continue  # nothing before it was recorded (a transcript that starts with a boundary)
-            result = sink.record_observed_compaction(
-                session_id,
-                last_seq,
-                {
-                    "name": COMPACTOR,
-                    "model": model[:100],
-                    "version": item.version[:50],
-                    "settings": {"trigger": item.trigger},
-                },
-                text=item.summary_text or "(empty summary)",
-                trigger={
-                    "kind": item.trigger,
-                    **({"pre_tokens": item.pre_tokens} if item.pre_tokens is not None else {}),
-                },
-                observation_id=f"cc-{item.uuid}"[:200],
-            )
-            if _unwrap(result, "activation") == "activated" or _unwrap(result, "status") == "ACTIVE":
-                summary_id = _unwrap(result, "summary_id")
-            stats["compactions"] += 1
-    flush()
-    stats["pending_boundary"] = stop_at_boundary
-    state.lines = upto
-    state.last_seq = last_seq
-    state.summary_id = summary_id
-    state.model = model
-    state.save(directory, session_id)
+            _record_boundary(sink, session_id, item, state, stats)
+            flush(item.line + 1)
+    else:
+        flush(parsed.lines)
     return stats
+
+
+def _record_boundary(
+    sink: Sink, session_id: str, item: BoundaryItem, state: SessionState, stats: dict[str, Any]
+) -> None:
+    """One compaction: covers every event sent before the boundary except its preserved segment."""
+    covers_to = state.last_seq - item.preserved_events
+    if covers_to < 1:
+        log.info(
+            "compaction %s replaced no recorded event (covers_to_seq %d): not recorded", item.uuid, covers_to
+        )
+        return
+    settings: dict[str, Any] = {"trigger": item.trigger}
+    if item.preserved_events:
+        settings["preserved_events"] = item.preserved_events
+    if item.preserved_head_missing:
+        settings["preserved_segment"] = "head entry not in the transcript: coverage may include it"
+    body: dict[str, Any] = {"text": item.summary_text}
+    if item.summary_text is None:  # the transcript holds no summary for this boundary: say so
+        body = {"opaque": {"digest": EMPTY_DIGEST, "size_bytes": 0, "media_type": ABSENT_SUMMARY}}
+    result = sink.record_observed_compaction(
+        session_id,
+        covers_to,
+        {
+            "name": COMPACTOR,
+            "model": state.model[:100],
+            "version": item.version[:50],
+            "settings": settings,
+        },
+        trigger={
+            "kind": item.trigger,
+            **({"pre_tokens": item.pre_tokens} if item.pre_tokens is not None else {}),
+            **({"detail": "no summary in the transcript"} if item.summary_text is None else {}),
+        },
+        observation_id=f"cc-{item.uuid}"[:200],
+        **body,
+    )
+    if _unwrap(result, "activation") == "activated" or _unwrap(result, "status") == "ACTIVE":
+        state.summary_id = _unwrap(result, "summary_id")
+    stats["compactions"] += 1
 
 
 def _spool_path(directory: Path) -> Path:
@@ -372,7 +517,7 @@ def _read_spool(directory: Path) -> list[dict[str, Any]]:
             item = json.loads(line)
         except ValueError:
             continue
-        if isinstance(item, dict):
+        if isinstance(item, dict) and _valid_input(item):
             out.append(item)
     return out
 
@@ -383,7 +528,7 @@ def _write_spool(directory: Path, items: list[dict[str, Any]]) -> None:
         log.warning("spool over %d inputs: dropping the %d oldest", SPOOL_LIMIT, len(items) - SPOOL_LIMIT)
         items = items[-SPOOL_LIMIT:]
     path = _spool_path(directory)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text("".join(json.dumps(i) + "\n" for i in items))
     tmp.replace(path)
 
@@ -396,31 +541,40 @@ def _valid_input(data: Any) -> bool:
     )
 
 
-def run(hook_input: dict[str, Any], sink: Sink, directory: Path | None = None) -> dict[str, Any]:
-    """Retry the spool, then sync this input's session. Failures go (back) to the spool."""
+def _key(item: dict[str, Any]) -> tuple[str, str]:
+    return (item["session_id"], item["transcript_path"])
+
+
+def run(
+    hook_input: dict[str, Any], sink: Sink, directory: Path | None = None, deadline: Deadline | None = None
+) -> dict[str, Any]:
+    """Spool this input first (a killed run loses nothing), then sync every spooled session; a
+    session leaves the spool once synced. Failures and what the deadline cut stay for next time."""
     directory = directory or hook_dir()
-    queue = [*_read_spool(directory), hook_input]
-    done: set[tuple[str, str]] = set()
-    failed: list[dict[str, Any]] = []
+    deadline = deadline or Deadline(float("inf"))
+    queue: list[dict[str, Any]] = []
+    for item in [*_read_spool(directory), hook_input]:
+        if _key(item) not in {_key(q) for q in queue}:  # one sync per session and run: it sends all
+            queue.append(
+                {k: item[k] for k in ("session_id", "transcript_path", "hook_event_name") if k in item}
+            )
+    _write_spool(directory, queue)
+    pending = list(queue)
     result: dict[str, Any] = {"synced": 0, "spooled": 0}
     for item in queue:
-        key = (item["session_id"], item["transcript_path"])
-        if key in done:
-            continue  # one sync per session and run: it sends everything new
         try:
-            sync_session(sink, item["session_id"], item["transcript_path"], directory)
-            done.add(key)
-            result["synced"] += 1
+            sync_session(sink, item["session_id"], item["transcript_path"], directory, deadline)
         except Exception as exc:
             log.warning(
                 "memoryhub-hook: session %s not synced (%s); kept in the spool", item["session_id"], exc
             )
-            if not any((f["session_id"], f["transcript_path"]) == key for f in failed):
-                failed.append(
-                    {k: item[k] for k in ("session_id", "transcript_path", "hook_event_name") if k in item}
-                )
-    _write_spool(directory, failed)
-    result["spooled"] = len(failed)
+            if isinstance(exc, DeadlineReached):
+                break
+            continue
+        pending.remove(item)
+        result["synced"] += 1
+        _write_spool(directory, pending)
+    result["spooled"] = len(pending)
     return result
 
 
@@ -438,9 +592,13 @@ def _setup_logging(directory: Path) -> None:
     log.setLevel(logging.INFO)
 
 
-def handle(data: Any, directory: Path | None = None) -> dict[str, Any] | None:
-    """Sync one hook input (the JSON Claude Code sends); never raises: errors are logged and spooled."""
+def handle(
+    data: Any, directory: Path | None = None, deadline: Deadline | None = None
+) -> dict[str, Any] | None:
+    """Sync one hook input (the JSON Claude Code sends) within the deadline; never raises: errors
+    are logged and the input stays spooled."""
     directory = directory or hook_dir()
+    deadline = deadline or Deadline(hook_timeout())
     started = time.monotonic()
     if not _valid_input(data):
         log.warning("memoryhub-hook: input without session_id/transcript_path ignored: %.200r", data)
@@ -449,9 +607,13 @@ def handle(data: Any, directory: Path | None = None) -> dict[str, Any] | None:
         # Inside the try: even a broken install only spools the input (the hook never fails the session).
         from memoryhub.client import MemoryHubClient
 
-        timeout = float(os.environ.get("MEMORYHUB_HOOK_TIMEOUT", "10"))
-        with MemoryHubClient.from_env(timeout=timeout, max_retries=1) as client:
-            result = run(data, client, directory)
+        with MemoryHubClient.from_env(
+            timeout=deadline.seconds,
+            max_retries=2,
+            transport=deadline_transport(deadline),
+            sleep=deadline.sleep,
+        ) as client:
+            result = run(data, client, directory, deadline)
         log.info(
             "memoryhub-hook %s session %s: %s in %.0f ms",
             data.get("hook_event_name", "?"),
@@ -463,23 +625,56 @@ def handle(data: Any, directory: Path | None = None) -> dict[str, Any] | None:
     except Exception:
         log.exception("memoryhub-hook failed")
         try:
-            _write_spool(directory, [*_read_spool(directory), data])
+            spool = _read_spool(directory)
+            if _key(data) not in {_key(s) for s in spool}:
+                _write_spool(directory, [*spool, data])
         except Exception:
             log.exception("memoryhub-hook could not spool its input")
         return None
 
 
+def _hard_stop(seconds: float) -> None:
+    """Last resort behind the per-request bounds (a server trickling bytes): end the process.
+    Safe at any point: the input is spooled first and progress is saved after every batch."""
+    log.warning("memoryhub-hook: %g s deadline passed; exiting, the rest stays in the spool", seconds)
+    logging.shutdown()
+    os._exit(0)
+
+
+USAGE = """usage: memoryhub-hook [--help]
+
+A Claude Code hook command (PreCompact, PostCompact, SessionStart, Stop): reads the hook JSON
+from stdin and sends what is new in the session transcript to MemoryHub. Always exits 0.
+
+environment:
+  MEMORYHUB_URL           MemoryHub base URL (required)
+  MEMORYHUB_API_KEY       an API key with the ingest role (required)
+  MEMORYHUB_HOOK_TIMEOUT  seconds one invocation may take in all, retries included (default 5)
+  MEMORYHUB_HOOK_DIR      state, spool and log directory (default ~/.memoryhub/claude-code)
+"""
+
+
 def main(argv: list[str] | None = None, stdin: Any = None) -> int:
     """Entry point of ``memoryhub-hook``: reads the hook JSON from stdin; always exits 0."""
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in ("-h", "--help"):
+        sys.stdout.write(USAGE)
+        return 0
     directory = hook_dir()
     _setup_logging(directory)
+    deadline = Deadline(hook_timeout())
+    watchdog = threading.Timer(deadline.seconds + HARD_STOP_GRACE, _hard_stop, (deadline.seconds,))
+    watchdog.daemon = True
+    watchdog.start()
     try:
-        raw = (stdin or sys.stdin).read()
-        data = json.loads(raw or "{}")
-    except (OSError, ValueError, UnicodeDecodeError):
-        log.warning("memoryhub-hook: stdin is not hook JSON; ignored")
-        return 0
-    handle(data, directory)
+        try:
+            data = json.loads((stdin or sys.stdin).read() or "{}")
+        except (OSError, ValueError, UnicodeDecodeError):
+            log.warning("memoryhub-hook: stdin is not hook JSON; ignored")
+            return 0
+        handle(data, directory, deadline)
+    finally:
+        watchdog.cancel()
     return 0
 
 
@@ -495,10 +690,17 @@ async def agent_sdk_hook(
         options = ClaudeAgentOptions(hooks=hooks)
 
     The SDK passes the hook input (``session_id``, ``transcript_path``, ``hook_event_name``…) as a
-    dict; the sync runs in a worker thread and its outcome never changes the agent's run.
+    dict; the sync runs in a worker thread, the agent waits at most the deadline for it, and its
+    outcome never changes the agent's run.
     """
     _setup_logging(hook_dir())
-    await asyncio.to_thread(handle, dict(input_data))
+    deadline = Deadline(hook_timeout())
+    try:
+        await asyncio.wait_for(
+            asyncio.to_thread(handle, dict(input_data), None, deadline), deadline.seconds + HARD_STOP_GRACE
+        )
+    except TimeoutError:
+        log.warning("memoryhub-hook: in-process sync passed its deadline; the agent goes on")
     return {}
 
 

@@ -9,19 +9,23 @@
     result = await Runner.run(agent, "Where is order 1234?", session=session)
 
 :class:`MemoryHubSession` implements the SDK's ``Session`` protocol (``get_items``, ``add_items``,
-``pop_item``, ``clear_session``). Every item added becomes a MemoryHub event (message → ``message``,
-``function_call`` → ``tool_call``, ``function_call_output`` → ``tool_result``, anything else →
-``note``); popping or clearing appends a ``note`` saying which events were withdrawn (events are
-append-only). Items are served from memory; a new process rebuilds them from MemoryHub's context
-(readable summary + tail).
+``pop_item``, ``clear_session``). Every item added becomes a MemoryHub event (message → ``message``
+with its role as given, ``function_call`` → ``tool_call``, ``function_call_output`` →
+``tool_result``, anything else — reasoning, an encrypted ``compaction`` item — → a ``note`` holding
+the item's exact JSON). Events are append-only: ``pop_item`` and ``clear_session`` append a marker
+note naming the events they withdraw, before they answer. Items are served from memory; a new
+process rebuilds them from the events after the session's last compaction, applying the markers,
+so it holds the same items the SDK's own ``SQLiteSession`` would (a marker is never an item).
 
 :func:`compaction_session` wraps it in the SDK's ``OpenAIResponsesCompactionSession``. When that
 session replaces the history with what ``responses.compact`` returned, the replacement reaches
 ``MemoryHubSession._atomic_replace_items`` and is recorded as a summary version covering every
-event it replaced, compactor = ``openai-responses-compact`` + the model. Its content is the
-readable text of the returned items; when the output holds an encrypted ``compaction`` item, the
-content is marked ``opaque`` with that item's digest and size (what it summarised cannot be read),
-and validation reports it as unverifiable rather than passed.
+event it replaced (an observed compaction: trigger ``auto`` with ``pre_tokens`` = the replaced
+events' tokens), compactor = ``openai-responses-compact`` + the model; then the returned items are
+appended as the events the session continues from. The summary's content is the readable text of
+the returned items; when they hold an encrypted ``compaction`` item it is an opaque stub (that
+item's digest and size) and validation reports it as unverifiable rather than passed. Whether
+it is activated is MemoryHub's decision (observed compactions are activated by compare-and-swap).
 
 Needs the ``openai-agents`` package (``pip install 'memoryhub[openai-agents]'``); no Django.
 """
@@ -29,8 +33,10 @@ Needs the ``openai-agents`` package (``pip install 'memoryhub[openai-agents]'``)
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,17 +45,26 @@ from agents.memory.openai_responses_compaction_session import OpenAIResponsesCom
 from agents.memory.session import SessionABC
 from agents.memory.session_settings import SessionSettings
 
-from memoryhub.client import Event, MemoryHubClient, Summary
+from memoryhub.client import Event, MemoryHubClient
+from memoryhub.client.errors import NotFound
+from memoryhub.client.resilience import ResilientHub, SpooledRequest
 from memoryhub.integrations.langgraph import stable_id
-from memoryhub.integrations.recorder import opaque_content, record_compaction
+from memoryhub.integrations.recorder import opaque_content
 
 __all__ = ["COMPACTOR_NAME", "MemoryHubSession", "compaction_content", "compaction_session", "item_to_event"]
 
 logger = logging.getLogger(__name__)
 
 COMPACTOR_NAME = "openai-responses-compact"
+EMPTY_DIGEST = "sha256:" + hashlib.sha256(b"").hexdigest()
+ABSENT_SUMMARY = "application/vnd.memoryhub.absent-summary"  # as the Claude Code hook records one
+# client_event_id prefixes: an item of the session, and the markers that withdraw items (events are
+# append-only, so a pop or clear is itself an event; it is never handed back as an item).
+ITEM_PREFIX = "oa:"
+POP_PREFIX = "oa-pop:"
+CLEAR_PREFIX = "oa-clear:"
+OBSERVATION_PREFIX = "oa-compact-"
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "refusal"})
-_ROLES = {"developer": "system"}
 
 
 def _text(content: Any) -> str:
@@ -84,7 +99,7 @@ def item_to_event(item: Mapping[str, Any], *, workflow_id: str, agent: str) -> d
     if kind_of == "message":
         event.update(
             kind="message",
-            role=_ROLES.get(str(item.get("role")), str(item.get("role") or "user")),
+            role=str(item.get("role") or "user"),  # kept as given: developer, system, user, assistant
             content=_text(item.get("content")),
         )
     elif kind_of == "function_call":
@@ -103,17 +118,19 @@ def item_to_event(item: Mapping[str, Any], *, workflow_id: str, agent: str) -> d
             content=output if isinstance(output, str) else _text(output),
             tool_call_id=str(item.get("call_id") or ""),
         )
-    else:
-        summary = _text(item.get("summary")) if kind_of == "reasoning" else ""
-        event.update(kind="note", content=summary or json.dumps(item, sort_keys=True, default=str))
-    if item.get("id"):
-        event["client_event_id"] = stable_id(workflow_id, "item", item["id"])
+    else:  # reasoning, compaction (encrypted), anything else: kept exactly, handed back as is
+        event.update(kind="note", content=json.dumps(item, sort_keys=True, default=str))
+    event["client_event_id"] = ITEM_PREFIX + (
+        stable_id(workflow_id, "item", item["id"]) if item.get("id") else str(uuid.uuid4())
+    )
     content = event.pop("content", "")
     return {k: v for k, v in event.items() if v not in (None, "")} | {"content": content}
 
 
 def _event_to_item(event: Event) -> dict[str, Any]:
-    """A tail event back as a Responses input item (for a session rebuilt from MemoryHub)."""
+    """An item event back as the Responses input item (for a session rebuilt from MemoryHub)."""
+    if event.kind == "note":
+        return dict(json.loads(event.content))
     if event.kind == "tool_call":
         payload = json.loads(event.content or "{}")
         return {
@@ -124,8 +141,23 @@ def _event_to_item(event: Event) -> dict[str, Any]:
         }
     if event.kind == "tool_result":
         return {"type": "function_call_output", "call_id": event.tool_call_id, "output": event.content}
-    role = event.role if event.role in ("user", "assistant", "system") else "user"
-    return {"role": role, "content": event.content}
+    return {"role": event.role or "user", "content": event.content}
+
+
+def replay(events: Sequence[Event]) -> list[tuple[str, int | None, dict[str, Any]]]:
+    """The session's items after ``events`` (those after its last compaction, in order): item
+    events become items; a ``pop_item`` marker withdraws the item it names, a ``clear_session``
+    marker every item before it. Markers are never items."""
+    items: list[tuple[str, int | None, dict[str, Any]]] = []
+    for event in events:
+        cid = event.client_event_id or ""
+        if cid.startswith(ITEM_PREFIX):
+            items.append((cid, event.token_count, _event_to_item(event)))
+        elif cid.startswith(POP_PREFIX):
+            items = [i for i in items if i[0] != cid[len(POP_PREFIX) :]]
+        elif cid.startswith(CLEAR_PREFIX):
+            items = []
+    return items
 
 
 def compaction_content(output_items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -140,85 +172,139 @@ def compaction_content(output_items: Sequence[Mapping[str, Any]]) -> dict[str, A
 
 
 class MemoryHubSession(SessionABC):
-    """A Session whose every item is a MemoryHub event and whose compactions are summary versions."""
+    """A Session whose every item is a MemoryHub event and whose compactions are summary versions.
+
+    It talks to MemoryHub through a :class:`~memoryhub.client.resilience.ResilientHub`: a write
+    costs the agent at most the hub's deadline (default 200 ms) and is spooled when MemoryHub is
+    down or slow; a new session reads its items back (within the deadline; an unreachable
+    MemoryHub starts it empty, with the hub's one warning). Without ``hub`` or ``client`` it reads
+    ``MEMORYHUB_URL``/``MEMORYHUB_API_KEY`` and raises ``NotConfigured`` here when either is missing.
+    """
 
     def __init__(
         self,
         session_id: str,
         *,
+        hub: ResilientHub | None = None,
         client: MemoryHubClient | None = None,
         workflow_id: str | None = None,
         agent: str = "openai-agent",
         workflow_name: str | None = None,
         session_settings: SessionSettings | None = None,
-        offload: bool = True,
+        deadline: float | None = None,
+        spool_dir: Any = None,
     ) -> None:
         self.session_id = session_id
-        # The client is synchronous: by default its calls run in a worker thread, off the event loop.
-        self.offload = offload
         self.session_settings = session_settings
         self.workflow_id = workflow_id or session_id
-        self.client = client or MemoryHubClient.from_env()
+        if hub is None:
+            options = {"component": "openai-agents", "deadline": deadline, "spool_dir": spool_dir}
+            hub = (
+                ResilientHub(client=client, **options)
+                if client is not None
+                else ResilientHub.from_env(**{k: v for k, v in options.items() if v is not None})
+            )
+        self.hub = hub
         self.agent = agent
         self.workflow_name = workflow_name
         self.compactor: dict[str, Any] = {"name": COMPACTOR_NAME}
-        self.summaries: list[Summary] = []  # the compactions recorded by this session object
-        self._items: list[tuple[int, dict[str, Any]]] | None = None  # (seq or 0 if derived, item)
+        self.summaries: list[dict[str, Any]] = []  # the compactions recorded (answers of the server)
+        self._items: list[tuple[str, int | None, dict[str, Any]]] | None = None  # (event id, tokens, item)
         self._lock = asyncio.Lock()
 
-    # -- MemoryHub side (synchronous HTTP, run off the event loop) ----------------------------------
+    # -- MemoryHub side (through the resilient hub: bounded, spooled) --------------------------------
 
-    def _load(self) -> list[tuple[int, dict[str, Any]]]:
+    def _rebuild(self, client: MemoryHubClient) -> list[tuple[str, int | None, dict[str, Any]]]:
+        try:
+            observed = client.list_observed_compactions(self.workflow_id).get("observed") or []
+        except NotFound:
+            return []  # a new session
+        ours = [
+            o["covers_to_seq"]
+            for o in observed
+            if str(o.get("observation_id") or "").startswith(OBSERVATION_PREFIX)
+        ]
+        return replay(list(client.iter_events(self.workflow_id, after=max(ours, default=0))))
+
+    def _load(self) -> list[tuple[str, int | None, dict[str, Any]]]:
+        """The items, rebuilt on first use from the events after this session's last compaction."""
         if self._items is None:
-            self.client.create_workflow(self.workflow_id, name=self.workflow_name, source="openai-agents")
-            context = self.client.get_context(self.workflow_id)
-            items: list[tuple[int, dict[str, Any]]] = []
-            if context.summary is not None:
-                narrative = (context.summary.content or {}).get("narrative") or ""
-                if (context.summary.content or {}).get("opaque"):
-                    logger.warning(
-                        "session %s: summary S%s is opaque (encrypted by the provider); its content cannot be "
-                        "rebuilt from MemoryHub",
-                        self.session_id,
-                        context.summary.version,
-                    )
-                if narrative:
-                    items.append((0, {"role": "user", "content": narrative}))
-            items.extend((e.seq, _event_to_item(e)) for e in context.tail)
-            self._items = items
+            self.hub.drain(timeout=self.hub.deadline)  # what this machine spooled goes first
+            self._items = self.hub.call(self._rebuild, default=[])
         return self._items
 
-    def _append(self, items: list[dict[str, Any]]) -> list[int]:
-        events = [item_to_event(i, workflow_id=self.workflow_id, agent=self.agent) for i in items]
-        if not events:
-            return []
-        return [e.seq for e in self.client.append_events(self.workflow_id, events).events]
-
-    def _note(self, text: str) -> None:
-        self.client.append_events(self.workflow_id, [{"kind": "note", "agent": self.agent, "content": text}])
-
-    def _record(self, replaced: list[tuple[int, dict[str, Any]]], output_items: list[dict[str, Any]]) -> None:
-        end = max((seq for seq, _ in replaced), default=0)
-        if end == 0:
-            return
-        summary = record_compaction(
-            self.client,
-            self.workflow_id,
-            covers_from_seq=1,  # the previous compaction's output is part of what was compacted
-            covers_to_seq=end,
-            content=compaction_content(output_items),
-            compactor=self.compactor,
+    def _step(self, **parts: Any) -> dict[str, Any] | None:
+        """One idempotent step request, now or spooled (then None: the answer is not known)."""
+        create = {"name": self.workflow_name, "source": "openai-agents"}
+        body = MemoryHubClient.step_body(create=create, **parts)
+        request = SpooledRequest("POST", MemoryHubClient.step_path(self.workflow_id), body)
+        answer: dict[str, Any] | None = self.hub.call(
+            lambda client: client.step(self.workflow_id, body), default=None, spool=request, ordered=True
         )
-        self.summaries.append(summary)
+        return answer
+
+    def _append(self, items: list[dict[str, Any]]) -> list[tuple[str, int | None, dict[str, Any]]]:
+        events = [item_to_event(i, workflow_id=self.workflow_id, agent=self.agent) for i in items]
+        answer = self._step(events=events) if events else None
+        tokens = [e.get("token_count") for e in answer["events"]] if answer else [None] * len(events)
+        return [(e["client_event_id"], t, i) for e, t, i in zip(events, tokens, items, strict=True)]
+
+    def _mark(self, client_event_id: str, text: str) -> None:
+        note = {"kind": "note", "agent": self.agent, "content": text, "client_event_id": client_event_id}
+        self._step(events=[note])
+
+    def _record(
+        self, replaced: list[tuple[str, int | None, dict[str, Any]]], output_items: list[dict[str, Any]]
+    ) -> None:
+        """The compaction as an observed compaction of every event it replaced, and its output items
+        as the events the session continues from (a restart hands them back as they were)."""
+        last = replaced[-1][0] if replaced else ""
+        events = [item_to_event(i, workflow_id=self.workflow_id, agent=self.agent) for i in output_items]
+        for i, event in enumerate(events):  # stable ids: a retried compaction stores nothing twice
+            event["client_event_id"] = ITEM_PREFIX + stable_id(self.workflow_id, "compacted", last, i)
+        compactions = []
+        if last:
+            content = compaction_content(output_items)
+            body: dict[str, Any] = (
+                {"opaque": {"digest": content["opaque_digest"], "size_bytes": content["opaque_size"]}}
+                if content.get("opaque")
+                else {"text": content["narrative"]}
+            )
+            if not content.get("opaque") and not content["narrative"].strip():
+                body = {"opaque": {"digest": EMPTY_DIGEST, "size_bytes": 0, "media_type": ABSENT_SUMMARY}}
+            tokens = [t for _, t, _ in replaced]
+            trigger: dict[str, Any] = {
+                "kind": "auto",
+                "detail": f"OpenAIResponsesCompactionSession replaced {len(replaced)} item(s)",
+            }
+            if None not in tokens:  # known when the items were delivered (not spooled)
+                trigger["pre_tokens"] = sum(t for t in tokens if t is not None)
+            compactions.append(
+                {
+                    "covers_to_event": last,
+                    "compactor": self.compactor,
+                    "trigger": trigger,
+                    "observation_id": OBSERVATION_PREFIX + stable_id(self.workflow_id, last),
+                    **body,
+                }
+            )
+        answer = self._step(events=events, compactions=compactions)
+        if answer:
+            self.summaries.extend(answer.get("compactions") or [])
+        tokens_out = [e.get("token_count") for e in answer["events"]] if answer else [None] * len(events)
+        self._items = [
+            (e["client_event_id"], t, item)
+            for e, t, item in zip(events, tokens_out, output_items, strict=True)
+        ]
 
     async def _io(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.to_thread(fn, *args) if self.offload else fn(*args)
+        return fn(*args) if self.hub.inline else await asyncio.to_thread(fn, *args)
 
     # -- Session protocol ---------------------------------------------------------------------------
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         async with self._lock:
-            items = [item for _, item in await self._io(self._load)]
+            items = [item for _, _, item in await self._io(self._load)]
         if limit is None:
             return items
         return items[-limit:] if limit > 0 else []
@@ -229,28 +315,28 @@ class MemoryHubSession(SessionABC):
         plain = [_as_dict(i) for i in items]
         async with self._lock:
             live = await self._io(self._load)
-            seqs = await self._io(self._append, plain)
-            live.extend(zip(seqs, plain, strict=True))
+            live.extend(await self._io(self._append, plain))
 
     async def pop_item(self) -> Any | None:
         async with self._lock:
             live = await self._io(self._load)
             if not live:
                 return None
-            seq, item = live.pop()
-            if seq:
-                await self._io(self._note, f"pop_item: the session withdrew event #{seq}")
+            cid, _, item = live.pop()
+            # The marker names the item's event: a restart withdraws it too, and it is no item.
+            await self._io(self._mark, f"{POP_PREFIX}{cid}", f"pop_item: the session withdrew {cid}")
             return item
 
     async def clear_session(self) -> None:
         async with self._lock:
             live = await self._io(self._load)
-            seqs = [seq for seq, _ in live if seq]
-            live.clear()
-            if seqs:
+            if live:
                 await self._io(
-                    self._note, f"clear_session: the session dropped events #{min(seqs)}..#{max(seqs)}"
+                    self._mark,
+                    f"{CLEAR_PREFIX}{uuid.uuid4()}",
+                    f"clear_session: the session dropped {len(live)} item(s), {live[0][0]}..{live[-1][0]}",
                 )
+            live.clear()
 
     async def _atomic_replace_items(self, output_items: list[Any]) -> bool:
         """Called by ``OpenAIResponsesCompactionSession`` with what ``responses.compact`` returned."""
@@ -258,7 +344,6 @@ class MemoryHubSession(SessionABC):
         async with self._lock:
             live = await self._io(self._load)
             await self._io(self._record, list(live), plain)
-            live[:] = [(0, item) for item in plain]  # derived items: not new events
         return True
 
 

@@ -9,11 +9,15 @@ from django.utils import timezone
 
 class Role(models.TextChoices):
     VIEWER = "viewer", "Viewer"
+    # For integration keys (hooks, framework sessions, exporters): a viewer that may also append
+    # what it observes — workflows, events, traces, timelines, observed compactions, OTLP spans
+    # (views with ``write_role = Role.INGEST``) — and can never review, waive, purge or manage.
+    INGEST = "ingest", "Ingest"
     REVIEWER = "reviewer", "Reviewer"
     ADMIN = "admin", "Admin"
 
 
-ROLE_RANK = {Role.VIEWER: 0, Role.REVIEWER: 1, Role.ADMIN: 2}
+ROLE_RANK = {Role.VIEWER: 0, Role.INGEST: 1, Role.REVIEWER: 2, Role.ADMIN: 3}
 
 
 def role_at_least(role: str | None, minimum: str) -> bool:

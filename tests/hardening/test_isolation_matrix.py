@@ -36,6 +36,7 @@ SIDE_WF = "refunds-api-9"  # acme workflow without summaries: purges go here
 PARTIES = ["alice", "bob", "carol", "mallory", "revoked", "anonymous"]
 ROLE = {"alice": Role.ADMIN, "bob": Role.REVIEWER, "carol": Role.VIEWER}
 V, R, A = Role.VIEWER, Role.REVIEWER, Role.ADMIN
+I = Role.INGEST  # noqa: E741  # what an integration key may append (tests/memoryhub/test_ingest_role.py)
 
 # Strings only one tenant has; a response to the other tenant must never contain them.
 ACME_MARKERS = ("api-tests-42", "refunds-api-9", REVIEW_WF, "acme-hook", "acme tail growing")
@@ -126,11 +127,11 @@ def _carol_key(w: World) -> dict[str, Any]:
 API: dict[str, Api] = {
     # workflows and events
     "GET workflows/": Api(V, "tenant", 200, rows=_results("external_id"), owned=lambda t: set(t.workflows)),
-    "POST workflows/": Api(R, "tenant", 201, body=lambda w: {"external_id": "h9-new", "name": "new"}),
+    "POST workflows/": Api(I, "tenant", 201, body=lambda w: {"external_id": "h9-new", "name": "new"}),
     "GET workflows/{wf}/": Api(V, "object", 200, lambda w: WF),
     "GET workflows/{wf}/events/": Api(V, "object", 200, lambda w: WF, query={"limit": "5"}),
     "POST workflows/{wf}/events/": Api(
-        R,
+        I,
         "object",
         201,
         lambda w: WF,
@@ -153,7 +154,7 @@ API: dict[str, Api] = {
     # observed (provider/framework) compactions and the OTLP ingest status
     "GET workflows/{wf}/observed-compactions/": Api(V, "object", 200, lambda w: WF),
     "POST workflows/{wf}/observed-compactions/": Api(
-        R,
+        I,
         "object",
         201,
         lambda w: REVIEW,
@@ -208,8 +209,34 @@ API: dict[str, Api] = {
     "GET workflows/{wf}/traces/": Api(
         V, "object", 200, lambda w: WF, rows=_results("trace_id"), owned=lambda t: set(t.trace_ids)
     ),
+    "POST workflows/{wf}/step/": Api(
+        I,
+        "object",
+        200,
+        lambda w: WF,
+        body=lambda w: {"events": [{"kind": "message", "content": "h9 step", "client_event_id": "h9-step"}]},
+    ),
+    "POST workflows/{wf}/timeline/": Api(
+        I,
+        "object",
+        201,
+        lambda w: WF,
+        body=lambda w: {
+            "items": [
+                {"event": {"kind": "message", "content": "h9 timeline", "client_event_id": "h9-tl"}},
+                {
+                    "trace": {
+                        "agent": "h9-agent",
+                        "agent_run_id": "h9-run",
+                        "model_call_id": "h9-tl-call",
+                        "summary_id": None,
+                    }
+                },
+            ]
+        },  # fmt: skip
+    ),
     "POST workflows/{wf}/traces/": Api(
-        R,
+        I,
         "object",
         201,
         lambda w: WF,

@@ -13,19 +13,24 @@ from typing import Any
 import pytest
 from openai import AsyncOpenAI
 
+from memoryhub.accounts.tenancy import issue_api_key
 from memoryhub.client import MemoryHubClient
 from memoryhub.core.checks import validation_result
 from memoryhub.core.opaque import OPAQUE_SCHEMA
 from memoryhub.examples.openai_agents_example import compact_handler, run_example
 from memoryhub.integrations.openai_agents import COMPACTOR_NAME, MemoryHubSession
-from memoryhub.models import Event, Summary, Workflow
+from memoryhub.models import CompactionJob, Event, Role, Summary, Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def hub(live_server, alice) -> Iterator[MemoryHubClient]:
-    with MemoryHubClient(live_server.url, api_key=alice.key.secret, timeout=30) as client:
+    with MemoryHubClient(
+        live_server.url,
+        api_key=issue_api_key(alice.tenant, "integration", role=Role.INGEST).secret,
+        timeout=30,
+    ) as client:
         yield client
 
 
@@ -130,29 +135,125 @@ def test_a_readable_compaction_is_validated_and_activated(hub, readable_compact_
     content = json.loads(summaries[0].content)
     assert "opaque" not in content and "A-1001: shipped" in content["narrative"]
     assert summaries[0].validations.get().passed
-    assert run.session.summaries[-1].summary_id == summaries[-1].summary_id
+    assert run.session.summaries[-1]["summary_id"] == summaries[-1].summary_id
 
 
-def test_pop_and_clear_are_recorded_and_a_new_session_rebuilds_from_memoryhub(hub):
-    session = MemoryHubSession("oa-proto", client=hub)
+def _same_script(underlying, openai_client) -> list[str]:
+    """The example's run (4 questions, a compaction every 6 items), then an item added and popped."""
+    from agents import Agent, ModelSettings, RunConfig, Runner, set_tracing_disabled
+    from agents.memory.openai_responses_compaction_session import OpenAIResponsesCompactionSession
+
+    from memoryhub.examples.openai_agents_example import ORDERS, ScriptedModelProvider, lookup_order
+
+    set_tracing_disabled(True)
+    wrapped = OpenAIResponsesCompactionSession(
+        underlying.session_id,
+        underlying,
+        model="gpt-4.1",
+        client=openai_client,
+        compaction_mode="input",
+        should_trigger_compaction=lambda ctx: len(ctx["session_items"]) >= 6,
+    )
+    agent = Agent(name="order-desk", instructions="Answer order questions.", tools=[lookup_order],
+                  model_settings=ModelSettings())  # fmt: skip
+    config = RunConfig(model_provider=ScriptedModelProvider(), tracing_disabled=True)
+
+    async def go() -> list[str]:
+        answers = [
+            str(
+                (
+                    await Runner.run(
+                        agent, f"What is the status of order {o}?", session=wrapped, run_config=config
+                    )
+                ).final_output
+            )
+            for o in ORDERS
+        ]
+        await underlying.add_items([{"role": "user", "content": "one more thing"}])
+        await underlying.pop_item()  # withdrawn: after a restart it must stay withdrawn
+        return answers
+
+    return asyncio.run(go())
+
+
+def _shape(item: dict[str, Any]) -> tuple:
+    """What the model reads of an item: kind, role, text, call, output, encrypted payload."""
+    from memoryhub.integrations.openai_agents import _text
+
+    kind = item.get("type") or "message"
+    text = _text(item.get("content")) if kind == "message" else ""
+    fields = ("call_id", "name", "arguments", "output", "encrypted_content", "summary")
+    return (kind, item.get("role"), text, *(json.dumps(item.get(f), sort_keys=True) for f in fields))
+
+
+@pytest.mark.parametrize("readable", [False, True], ids=["encrypted", "readable"])
+def test_after_a_restart_the_session_holds_what_sqlitesession_holds(hub, tmp_path, readable):
+    """Side by side with the SDK's own session on the same scripted run (compactions, a pop)."""
+    from agents import SQLiteSession
+
+    server = CompactServer(readable=readable)
+    try:
+        db = str(tmp_path / "sdk.sqlite")
+        sdk_answers = _same_script(SQLiteSession("s", db), server.client)
+        ours = MemoryHubSession("oa-side", client=hub, deadline=10, spool_dir=tmp_path)
+        hub_answers = _same_script(ours, server.client)
+    finally:
+        server.stop()
+    assert hub_answers == sdk_answers and len(server.bodies) >= 2  # compacted in both runs
+    before_restart = asyncio.run(ours.get_items())
+    sdk_items = asyncio.run(SQLiteSession("s", db).get_items())  # a new process: new objects
+    hub_items = asyncio.run(
+        MemoryHubSession("oa-side", client=hub, deadline=10, spool_dir=tmp_path).get_items()
+    )
+    assert (
+        [_shape(i) for i in hub_items]
+        == [_shape(i) for i in sdk_items]
+        == [_shape(i) for i in before_restart]
+    )
+    assert hub_items, "the compaction's output and later items are the session's history"
+    if not readable:  # the encrypted compaction item comes back exactly, as the SDK stored it
+        assert (
+            [i for i in hub_items if i.get("type") == "compaction"]
+            == [i for i in sdk_items if i.get("type") == "compaction"]
+            != []
+        )
+    else:  # a readable summary keeps the role the compactor gave it
+        roles = {i.get("role") for i in hub_items if "Summary: " in _shape(i)[2]}
+        assert roles == {i.get("role") for i in sdk_items if "Summary: " in _shape(i)[2]} and roles
+    # Every compaction recorded its trigger and what it replaced.
+    jobs = CompactionJob.objects.filter(workflow__external_id="oa-side").order_by("id")
+    triggers = [j.attempts[0]["trigger"] for j in jobs]
+    assert len(triggers) == len(server.bodies) // 2 and all(
+        t["kind"] == "auto" and t["pre_tokens"] > 0 for t in triggers
+    )
+
+
+def test_pop_and_clear_are_durable_and_never_replayed_as_messages(hub, tmp_path):
+    session = MemoryHubSession("oa-proto", client=hub, deadline=10, spool_dir=tmp_path)
 
     async def scenario() -> tuple[Any, list[Any], list[Any]]:
         await session.add_items(
-            [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
-        )
+            [{"role": "user", "content": "hi"}, {"role": "developer", "content": "be brief"},
+             {"role": "assistant", "content": "hello"}]
+        )  # fmt: skip
         popped = await session.pop_item()
-        fresh = await MemoryHubSession("oa-proto", client=hub).get_items()
+        fresh = await MemoryHubSession("oa-proto", client=hub, deadline=10, spool_dir=tmp_path).get_items()
         await session.clear_session()
-        return popped, fresh, await session.get_items()
+        return (
+            popped,
+            fresh,
+            await MemoryHubSession("oa-proto", client=hub, deadline=10, spool_dir=tmp_path).get_items(),
+        )
 
     popped, fresh, after_clear = asyncio.run(scenario())
     assert popped == {"role": "assistant", "content": "hello"}
-    # Events are append-only: the withdrawal is itself recorded.
+    # A restart does not bring the popped item back, and the marker is no message.
+    assert fresh == [{"role": "user", "content": "hi"}, {"role": "developer", "content": "be brief"}]
+    assert after_clear == []
+    # Events are append-only: the withdrawals are themselves recorded.
     notes = list(
         Event.objects.filter(workflow__external_id="oa-proto", kind="note").values_list("content", flat=True)
     )
-    assert notes[0] == "pop_item: the session withdrew event #2"
-    assert notes[1].startswith("clear_session: the session dropped events #1..#1")
-    assert after_clear == []
-    assert [i["content"] for i in fresh][:2] == ["hi", "hello"]  # rebuilt from the MemoryHub context
+    assert len(notes) == 2 and notes[0].startswith("pop_item: the session withdrew oa:")
+    assert notes[1].startswith("clear_session: the session dropped 2 item(s)")
     assert asyncio.run(session.get_items(limit=0)) == []

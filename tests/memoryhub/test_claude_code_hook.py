@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from memoryhub.accounts.tenancy import issue_api_key
 from memoryhub.client import MemoryHubClient
 from memoryhub.integrations import claude_code
-from memoryhub.models import CompactionJob, ConsumerTrace, Event, Summary, SummaryStatus, Workflow
+from memoryhub.models import CompactionJob, ConsumerTrace, Event, Role, Summary, SummaryStatus, Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SESSION = "5f1c2a9e-0000-4000-8000-000000000001"
@@ -120,7 +121,12 @@ def hook_dir(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture
 def hub(live_server, alice):
-    with MemoryHubClient(live_server.url, api_key=alice.key.secret, timeout=30, max_retries=0) as client:
+    with MemoryHubClient(
+        live_server.url,
+        api_key=issue_api_key(alice.tenant, "integration", role=Role.INGEST).secret,
+        timeout=30,
+        max_retries=0,
+    ) as client:
         yield client
 
 
@@ -169,7 +175,9 @@ def test_session_compacted_twice_becomes_two_observed_versions_with_lineage(tmp_
     traces = {t.model_call_id: t for t in ConsumerTrace.objects.filter(workflow=wf)}
     assert traces["msg_0002"].summary_id is None and traces["msg_0002"].input_tokens == 1050
     after_first = [t for t in traces.values() if t.summary_id == s1.pk]
-    assert len(after_first) == 1 and after_first[0].tail_to_seq == 7
+    # A call read everything before its own message (seq 6, the user's request), not its output.
+    assert len(after_first) == 1 and after_first[0].tail_to_seq == 6
+    assert not [t.model_call_id for t in traces.values() if "tail_loss" in t.flags]
     assert hub.list_observed_compactions(SESSION)["threshold_in_force"]["tokens"] == 158_000
 
     # A second run (Stop hook) sends nothing twice.
@@ -308,3 +316,183 @@ def test_agent_sdk_hook_runs_the_same_sync_in_process(tmp_path, hook_dir, live_s
     monkeypatch.setenv("MEMORYHUB_URL", "http://127.0.0.1:9")  # down: still returns normally, input spooled
     assert asyncio.run(claude_code.agent_sdk_hook(_hook_input(t.path, "Stop"), None, None)) == {}
     assert SESSION in (hook_dir / "spool.jsonl").read_text()
+
+
+# -- bounded wall time, resumable progress, batches ------------------------------------------------
+
+
+@pytest.fixture
+def stalled_url():
+    """A server that accepts connections (the kernel's backlog) and never answers."""
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    sock.close()
+
+
+def _conversation(t: Transcript, turns: int) -> None:
+    for i in range(turns):
+        t.user(f"turn {i}: the test in tests/payments/test_{i}.py fails with 401; look at it")
+        t.assistant(f"tests/payments/test_{i}.py: the token lacks payments:write; fixed the fixture.")
+
+
+def test_console_script_against_a_stalled_server_returns_within_its_deadline(tmp_path, stalled_url):
+    import time
+
+    t = Transcript(tmp_path / "s.jsonl")
+    _first_half(t)
+    env = {
+        **os.environ,
+        "MEMORYHUB_URL": stalled_url,
+        "MEMORYHUB_API_KEY": "mh_any",
+        "MEMORYHUB_HOOK_DIR": str(tmp_path / "hookdir"),
+        "MEMORYHUB_HOOK_TIMEOUT": "1.5",
+    }
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "memoryhub.integrations.claude_code"],
+        input=json.dumps(_hook_input(t.path)),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    # 1.5 s for every request and retry together, plus the interpreter's start (not 2 × timeout × retries).
+    assert elapsed < 1.5 + 2.5, elapsed
+    spooled = [json.loads(line) for line in (tmp_path / "hookdir" / "spool.jsonl").read_text().splitlines()]
+    assert [s["session_id"] for s in spooled] == [SESSION]
+
+
+def test_in_process_deadline_covers_retries(tmp_path, hook_dir, stalled_url, monkeypatch):
+    import time
+
+    t = Transcript(tmp_path / "s.jsonl")
+    _first_half(t)
+    monkeypatch.setenv("MEMORYHUB_URL", stalled_url)
+    monkeypatch.setenv("MEMORYHUB_API_KEY", "mh_any")
+    started = time.monotonic()
+    assert claude_code.handle(_hook_input(t.path), hook_dir, claude_code.Deadline(0.8)) == {
+        "synced": 0,
+        "spooled": 1,
+    }
+    assert time.monotonic() - started < 0.8 + 0.5
+
+
+class Killed(Exception):
+    pass
+
+
+class DiesAfter:
+    """The client, but the process dies after ``n`` timeline requests (as a kill at 30 s would)."""
+
+    def __init__(self, hub: MemoryHubClient, n: int) -> None:
+        self.hub, self.n, self.timelines = hub, n, 0
+
+    def __getattr__(self, name):
+        return getattr(self.hub, name)
+
+    def request(self, method, path, **kw):
+        if path.endswith("/timeline/"):
+            if self.timelines == self.n:
+                raise Killed
+            self.timelines += 1
+        return self.hub.request(method, path, **kw)
+
+
+def test_a_killed_run_keeps_every_finished_batch_and_the_next_resumes_there(tmp_path, hook_dir, hub):
+    t = Transcript(tmp_path / "s.jsonl")
+    _conversation(t, 600)  # 1,200 events + 600 calls = 1,800 items: 4 batches of ≤ 500
+    first = DiesAfter(hub, 2)
+    with pytest.raises(Killed):
+        claude_code.sync_session(first, SESSION, t.path, hook_dir)
+    state = claude_code.SessionState.load(hook_dir, SESSION)
+    wf = Workflow.objects.get(external_id=SESSION)
+    assert state.lines > 0 and state.last_seq == wf.head_seq > 0
+    again = DiesAfter(hub, 99)
+    claude_code.sync_session(again, SESSION, t.path, hook_dir)
+    assert again.timelines == 2  # only what the killed run had not sent
+    wf.refresh_from_db()
+    assert wf.head_seq == 1200 and Event.objects.filter(workflow=wf).count() == 1200
+    assert ConsumerTrace.objects.filter(workflow=wf).count() == 600
+    flags = ConsumerTrace.objects.filter(workflow=wf).values_list("flags", flat=True)
+    assert not [f for f in flags if "tail_loss" in f]
+
+
+@pytest.mark.slow
+def test_600_turn_transcript_syncs_in_batches_within_10_s(tmp_path, hook_dir, hub):
+    import time
+
+    t = Transcript(tmp_path / "s.jsonl")
+    _conversation(t, 600)
+    counting = DiesAfter(hub, 10_000)
+    started = time.perf_counter()
+    stats = claude_code.sync_session(counting, SESSION, t.path, hook_dir)
+    elapsed = time.perf_counter() - started
+    print(f"600-turn first sync: {elapsed:.2f} s, {counting.timelines} timeline requests")
+    assert stats["events"] == 1200 and stats["traces"] == 600 and counting.timelines == 4
+    assert elapsed <= 10, elapsed
+    tails = list(
+        ConsumerTrace.objects.filter(workflow__external_id=SESSION)
+        .order_by("tail_to_seq")
+        .values_list("tail_to_seq", flat=True)
+    )
+    assert tails == list(range(1, 1200, 2))  # each call read up to the user message before it
+
+
+def test_preserved_segment_is_not_covered_by_the_summary(tmp_path, hook_dir, hub):
+    t = Transcript(tmp_path / "s.jsonl")
+    _first_half(t)  # seqs 1..5
+    kept = t.user("Keep this: the refund endpoint must also return 401.")  # seq 6, preserved
+    t.assistant("Noted.")  # seq 7, preserved
+    boundary = t.compact(None, trigger="manual", pre_tokens=90_000)
+    meta = {"trigger": "manual", "preTokens": 90_000}
+    meta["preservedSegment"] = {
+        "headUuid": kept["uuid"],
+        "anchorUuid": boundary["uuid"],
+        "tailUuid": t.parent,
+    }
+    lines = t.path.read_text().splitlines()
+    lines[-1] = json.dumps({**boundary, "compactMetadata": meta})
+    t.path.write_text("\n".join(lines) + "\n")
+    t.summary("Fixing POST /payments: token scope.")
+    t.user("go on")
+    claude_code.run(_hook_input(t.path), hub, hook_dir)
+    s = Summary.objects.get(workflow__external_id=SESSION)
+    assert (s.covers_from_seq, s.covers_to_seq) == (1, 5)
+    job = CompactionJob.objects.get(summary=s)
+    assert job.attempts[0]["compactor_settings"] == {"trigger": "manual", "preserved_events": 2}
+
+
+def test_a_boundary_without_summary_is_recorded_as_absent(tmp_path, hook_dir, hub):
+    t = Transcript(tmp_path / "s.jsonl")
+    _first_half(t)
+    t.compact(None, pre_tokens=150_000)
+    t.user("the conversation goes on, no summary was written")
+    claude_code.run(_hook_input(t.path), hub, hook_dir)
+    s = Summary.objects.get(workflow__external_id=SESSION)
+    assert json.loads(s.content) == {
+        "schema": "memoryhub.opaque/v1",
+        "digest": claude_code.EMPTY_DIGEST,
+        "size_bytes": 0,
+        "media_type": claude_code.ABSENT_SUMMARY,
+    }
+    assert (
+        CompactionJob.objects.get(summary=s).attempts[0]["trigger"]["detail"]
+        == "no summary in the transcript"
+    )
+    assert not Summary.objects.filter(content__contains="empty summary").exists()
+
+
+def test_console_script_help(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "memoryhub.integrations.claude_code", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and "MEMORYHUB_HOOK_TIMEOUT" in done.stdout

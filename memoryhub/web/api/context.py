@@ -5,14 +5,16 @@ from __future__ import annotations
 import django_filters
 from django.db.models import Q
 from django.urls import path
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.response import Response
 
 from memoryhub.context.assembly import DROPPED_PAGE, DROPPED_PAGE_MAX, assemble_context
+from memoryhub.context.timeline import record_timeline
 from memoryhub.context.traces import record_artifact, record_trace
 from memoryhub.core.errors import NotFound
-from memoryhub.models import Artifact, ConsumerTrace
+from memoryhub.models import Artifact, ConsumerTrace, Role
 from memoryhub.models.traces import TRACE_API_FIELDS
 from memoryhub.web.api.common import WF, TenantAPIView, body_object, bool_param, int_param
 from memoryhub.web.api.pagination import StandardPagination
@@ -222,6 +224,7 @@ class TraceFilter(django_filters.FilterSet):
 
 
 class WorkflowTraces(generics.ListAPIView, TenantAPIView):
+    write_role = Role.INGEST
     serializer_class = TraceSerializer
     filterset_class = TraceFilter
     pagination_class = StandardPagination
@@ -253,6 +256,39 @@ class WorkflowTraces(generics.ListAPIView, TenantAPIView):
         trace, created = record_trace(self.workflow(wf), data, self.actor())
         return Response(
             TraceSerializer(trace).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK
+        )
+
+
+class WorkflowTimeline(TenantAPIView):
+    """Events and the model calls between them, in order, in one request (memoryhub.context.timeline)."""
+
+    write_role = Role.INGEST
+
+    @extend_schema(
+        request=inline_serializer(
+            "TimelineIn", {"items": serializers.ListField(child=serializers.DictField())}
+        ),
+        responses={
+            201: inline_serializer(
+                "TimelineOut",
+                {
+                    "events": serializers.ListField(child=serializers.DictField()),
+                    "traces": serializers.ListField(child=serializers.DictField()),
+                    "head_seq": serializers.IntegerField(),
+                },
+            ),
+            200: OpenApiTypes.OBJECT,
+            400: ErrorSerializer,
+            404: ErrorSerializer,
+            409: ErrorSerializer,
+            413: ErrorSerializer,
+        },
+    )
+    def post(self, request, wf: str):
+        result = record_timeline(self.workflow(wf), body_object(request), self.actor())
+        return Response(
+            {"events": result.events, "traces": result.traces, "head_seq": result.head_seq},
+            status=status.HTTP_201_CREATED if result.written else status.HTTP_200_OK,
         )
 
 
@@ -324,6 +360,7 @@ class ArtifactDetail(TenantAPIView):
 urlpatterns = [
     path(f"workflows/{WF}/context/", WorkflowContext.as_view(), name="workflow-context"),
     path(f"workflows/{WF}/traces/", WorkflowTraces.as_view(), name="workflow-traces"),
+    path(f"workflows/{WF}/timeline/", WorkflowTimeline.as_view(), name="workflow-timeline"),
     path("traces/<int:trace_id>/", TraceDetail.as_view(), name="trace-detail"),
     path(f"workflows/{WF}/artifacts/", WorkflowArtifacts.as_view(), name="workflow-artifacts"),
     path("artifacts/<str:artifact_id>/", ArtifactDetail.as_view(), name="artifact-detail"),

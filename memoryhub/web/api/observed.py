@@ -21,6 +21,7 @@ from memoryhub.memory.observed import (
     record_observed_compaction,
     threshold_in_force,
 )
+from memoryhub.models import Role
 from memoryhub.web.api.common import WF, TenantAPIView, body_object
 from memoryhub.web.api.serializers import ErrorSerializer
 
@@ -86,6 +87,8 @@ ObservedResponse = inline_serializer(
 
 
 class ObservedCompactions(TenantAPIView):
+    write_role = Role.INGEST
+
     @extend_schema(
         responses={
             200: inline_serializer(

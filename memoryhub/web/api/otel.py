@@ -37,7 +37,7 @@ class RawBody(BaseParser):
 
 class OtlpTraces(TenantAPIView):
     parser_classes = [RawBody]
-    write_role = Role.REVIEWER
+    write_role = Role.INGEST
 
     # OTLP/HTTP is the OpenTelemetry protocol, not part of the v1 REST API: not in /api/schema/
     # (documented in the README; tenant isolation and roles are tested in test_otel_ingest).

@@ -7,6 +7,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
+from memoryhub.models import Role
 from memoryhub.web.api.common import WF, TenantAPIView
 from memoryhub.web.api.serializers import ErrorSerializer
 from triggers.steps import MAX_STEP_COMPACTIONS, MAX_STEP_TRACES, run_step
@@ -63,6 +64,8 @@ class StepResponseSerializer(serializers.Serializer):
 
 class WorkflowStep(TenantAPIView):
     """Append + record + decide in one idempotent round trip (one call per model call)."""
+
+    write_role = Role.INGEST  # what integrations call: appends and observations only
 
     @extend_schema(
         request=StepRequestSerializer,

@@ -44,7 +44,7 @@ class WorkflowListCreate(generics.ListAPIView, TenantAPIView):
     filterset_class = WorkflowFilter
     search_fields = ["external_id", "name"]
     ordering_fields = ["updated_at", "created_at", "head_seq", "tail_tokens", "external_id"]
-    write_role = Role.REVIEWER
+    write_role = Role.INGEST  # an integration creates the workflow it records
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # OpenAPI generation has no tenant
@@ -75,6 +75,8 @@ class WorkflowDetail(TenantAPIView):
 
 
 class WorkflowEvents(TenantAPIView):
+    write_role = Role.INGEST
+
     @extend_schema(
         parameters=[
             OpenApiParameter("after", int, description="Only events with seq > after (default 0)."),
