@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from pathlib import Path
 
 import environ
@@ -220,6 +221,16 @@ MEMORYHUB_AUDIT_SEQUENCER = env.str(
 )
 if MEMORYHUB_AUDIT_SEQUENCER not in ("background", "inline"):
     raise ImproperlyConfigured("MEMORYHUB_AUDIT_SEQUENCER must be 'background' or 'inline'")
+
+# OTLP ingest: extra span attributes that name a span's conversation (comma-separated), read after
+# gen_ai.conversation.id and before OpenInference session.id / OpenLLMetry association properties.
+MEMORYHUB_OTEL_CONVERSATION_ATTRIBUTES = env.list("MEMORYHUB_OTEL_CONVERSATION_ATTRIBUTES", default=[])
+for _name in MEMORYHUB_OTEL_CONVERSATION_ATTRIBUTES:
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]{0,254}", _name):
+        raise ImproperlyConfigured(
+            f"MEMORYHUB_OTEL_CONVERSATION_ATTRIBUTES: {_name!r} is not an attribute name "
+            "(letters, digits, '_', '.', '-', '/'; comma-separated)"
+        )
 
 # --- Celery ---------------------------------------------------------------------------------
 BROKER_DIR = VAR_DIR / "broker"

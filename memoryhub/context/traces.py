@@ -177,8 +177,13 @@ def _same_trace(existing: ConsumerTrace, new: TraceIn) -> ConsumerTrace:
     return existing
 
 
-def record_trace(workflow: Workflow, data: Any, actor: Actor) -> tuple[ConsumerTrace, bool]:
-    """Record (or find) the trace of one model call; returns (trace, created)."""
+def record_trace(
+    workflow: Workflow, data: Any, actor: Actor, *, head_at_read: int | None = None
+) -> tuple[ConsumerTrace, bool]:
+    """Record (or find) the trace of one model call; returns (trace, created).
+
+    ``head_at_read``: the head the call read when the caller knows it (an OTLP span, mapped after
+    later events of its batch were appended); by default the head now."""
 
     trace_in = data if isinstance(data, TraceIn) else parse_trace(data)
     existing = (
@@ -211,7 +216,7 @@ def record_trace(workflow: Workflow, data: Any, actor: Actor) -> tuple[ConsumerT
         )
 
     flags: list[str] = []
-    head_at_read = head_now
+    head_at_read = head_now if head_at_read is None else min(head_at_read, head_now)
     status_at_read = summary.status if summary else ""
     coords = parse_context_id(trace_in.context_id) if trace_in.context_id else None
     if coords is not None:

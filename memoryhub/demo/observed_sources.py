@@ -31,11 +31,11 @@ from memoryhub.client.anthropic import record_anthropic_response
 from memoryhub.context.traces import record_artifact, record_trace
 from memoryhub.core.actors import Actor
 from memoryhub.integrations.claude_code import sync_session
-from memoryhub.integrations.otel_ingest import decode_request, ingest
 from memoryhub.memory.events import append_events, parse_batch
 from memoryhub.memory.observed import record_observed_compaction
 from memoryhub.memory.workflows import create_workflow, get_workflow
 from memoryhub.models import ConsumerTrace, Tenant, WorkflowSource
+from memoryhub.otel import ingest, read_spans
 
 Out = Callable[[str], None]
 CLAUDE_SESSION = "7d3f0b52-cc01-4c8e-9a3e-5b1f2e0c9a11"
@@ -272,8 +272,8 @@ def load_otel(tenant: Tenant, actor: Actor, out: Out) -> None:
     if body is None:
         out("  OpenTelemetry workflow skipped: install memoryhub[otel] (opentelemetry-sdk) to feed it")
         return
-    decoded, encoding = decode_request(body, "application/x-protobuf")
-    result = ingest(tenant, decoded, encoding, actor)
+    spans, malformed = read_spans(body, "application/x-protobuf")
+    result = ingest(tenant, spans, actor, malformed=malformed)
     wf = get_workflow(tenant, OTEL_CONVERSATION)
     last = ConsumerTrace.objects.filter(workflow=wf).latest("id")
     record_artifact(
