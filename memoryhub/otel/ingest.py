@@ -671,39 +671,42 @@ def ingest(
     for item in _resolve(tenant, fresh):
         item.op = operation(item.span)
         by_conversation[item.conversation].append(item)
-    unassigned = by_conversation.pop("", [])
-    if unassigned:
-        now = _now()
-        inserted = insert_spans(
-            [_span_row(tenant, None, i, SpanMapping.UNASSIGNED, None, now) for i in unassigned]
-        )
-        out.unassigned = len(inserted)
-        out.duplicates += len(unassigned) - len(inserted)
-
-    for conversation_id, group in by_conversation.items():
-        group.sort(key=lambda i: (i.span.start, i.span.end))
-        done = IngestResult()
-        try:
-            with transaction.atomic():
-                _ingest_conversation(tenant, conversation_id, group, actor, done, max_chars)
-        except DomainError as exc:  # rejected alone: the other conversations are written
-            out.rejected += len(group)
-            out.errors.append(
-                f"{len(group)} span(s) of conversation {conversation_id[:60]!r} rejected "
-                f"({exc.code}): {exc.detail}"
-            )
+    # One transaction (one commit) per request, a savepoint per conversation.
+    with transaction.atomic():
+        unassigned = by_conversation.pop("", [])
+        if unassigned:
             now = _now()
-            insert_spans(
-                [
-                    _span_row(tenant, None, i, SpanMapping.REJECTED, None, now)
-                    for i in group
-                    if i.stored_pk is None
-                ]
+            inserted = insert_spans(
+                [_span_row(tenant, None, i, SpanMapping.UNASSIGNED, None, now) for i in unassigned]
             )
-        else:
-            for name in ("duplicates", "adopted", "events", "traces", "compactions", "deferred", "kept"):
-                setattr(out, name, getattr(out, name) + getattr(done, name))
-            out.workflows_created += done.workflows_created
+            out.unassigned = len(inserted)
+            out.duplicates += len(unassigned) - len(inserted)
+
+        for conversation_id in sorted(by_conversation):  # one lock order: no deadlock between requests
+            group = by_conversation[conversation_id]
+            group.sort(key=lambda i: (i.span.start, i.span.end))
+            done = IngestResult()
+            try:
+                with transaction.atomic():  # a savepoint: a rejected conversation rolls back alone
+                    _ingest_conversation(tenant, conversation_id, group, actor, done, max_chars)
+            except DomainError as exc:  # rejected alone: the other conversations are written
+                out.rejected += len(group)
+                out.errors.append(
+                    f"{len(group)} span(s) of conversation {conversation_id[:60]!r} rejected "
+                    f"({exc.code}): {exc.detail}"
+                )
+                now = _now()
+                insert_spans(
+                    [
+                        _span_row(tenant, None, i, SpanMapping.REJECTED, None, now)
+                        for i in group
+                        if i.stored_pk is None
+                    ]
+                )
+            else:
+                for name in ("duplicates", "adopted", "events", "traces", "compactions", "deferred", "kept"):
+                    setattr(out, name, getattr(out, name) + getattr(done, name))
+                out.workflows_created += done.workflows_created
     return out
 
 
@@ -738,12 +741,13 @@ def _ingest_conversation(
             cut.append(len(batch))
         positions.append(mine)
     seqs: list[int] = []
-    head_before = Workflow.objects.filter(pk=workflow.pk).values_list("head_seq", flat=True).get()
     if batch:
         result = append_events(workflow, [parse_event(e, i, max_chars) for i, e in enumerate(batch)])
         seqs = [e["seq"] for e in result.events]
         head_before = result.head_seq - result.written
         out.events += result.written
+    else:
+        head_before = Workflow.objects.filter(pk=workflow.pk).values_list("head_seq", flat=True).get()
     prefix_max = [head_before]
     for seq in seqs:
         prefix_max.append(max(prefix_max[-1], seq))
