@@ -309,7 +309,8 @@ def span_events(span: SpanIn, op: str, max_chars: int) -> tuple[list[dict[str, A
         ]  # fmt: skip
     if op in AGENT_OPS:
         desc = attrs.get("gen_ai.agent.description")
-        content = f"{op} {agent}" + (f": {desc}" if desc else "")
+        named = attrs.get("gen_ai.agent.name") or attrs.get("traceloop.entity.name") or agent
+        content = f"{op} {named}" + (f": {desc}" if desc else "")
         note = {"kind": "note", "agent": agent, "role": "system", "content": content[:max_chars]}
         return [], [{**note, "client_event_id": f"otel:{sid}"}]
     if op in INFERENCE_OPS:
