@@ -84,6 +84,7 @@ def run(
     otel_seconds = api_seconds = 0.0
     otel_spans = rows = api_rows = requests = 0
     slice_rates: list[float] = []
+    api_slice_rates: list[float] = []
     seen: dict[str, int] = {}  # workflow → last seq already posted through the API
     with running_server(workers=1) as base, httpx.Client(base_url=base, headers=headers, timeout=600) as http:
         # Warm the worker (tokenizer load, first connection) so neither side pays it.
@@ -123,13 +124,17 @@ def run(
                     if r.status_code != 201:
                         raise RuntimeError(f"events API failed: {r.status_code} {r.text[:200]}")
                     api_rows += len(events[at : at + per_request])
-            api_seconds += time.perf_counter() - started
+            api_elapsed = time.perf_counter() - started
+            api_seconds += api_elapsed
+            api_slice_rates.append(_rate(made, api_elapsed))
             otel_seconds += elapsed
             otel_spans += hi - lo
             rows += made
             requests += len(bodies)
             slice_rates.append(_rate(made, elapsed))
-            log(f"  spans {lo:,}–{hi:,}: OTLP {_rate(made, elapsed):,.0f} rows/s")
+            log(
+                f"  spans {lo:,}–{hi:,}: OTLP {slice_rates[-1]:,.0f} rows/s, events API {api_slice_rates[-1]:,.0f} rows/s"
+            )
         resend = list(_bodies(0, min(spans, per_slice), batch, conversations, t0))
         started = time.perf_counter()
         for body in resend:
@@ -151,5 +156,9 @@ def run(
         "ratio_otel_to_events_api": round(otel_rows_per_s / api_rows_per_s, 3),
         "otel_rows_per_second_by_slice": slice_rates,
         "otel_first_over_last_slice": round(slice_rates[0] / slice_rates[-1], 3) if slice_rates[-1] else None,
+        "events_api_rows_per_second_by_slice": api_slice_rates,
+        "events_api_first_over_last_slice": round(api_slice_rates[0] / api_slice_rates[-1], 3)
+        if api_slice_rates[-1]
+        else None,
         "otel_resend_spans_per_second": _rate(min(spans, per_slice), resend_seconds),
     }

@@ -672,6 +672,11 @@ def ingest(
     for item in _resolve(tenant, fresh):
         item.op = operation(item.span)
         by_conversation[item.conversation].append(item)
+    # The request's workflows in one query (a new conversation is created in its own savepoint).
+    known = {
+        wf.external_id: wf
+        for wf in Workflow.objects.filter(tenant=tenant, external_id__in=[c for c in by_conversation if c])
+    }
     # One transaction (one commit) per request, a savepoint per conversation.
     with transaction.atomic():
         unassigned = by_conversation.pop("", [])
@@ -689,7 +694,9 @@ def ingest(
             done = IngestResult()
             try:
                 with transaction.atomic():  # a savepoint: a rejected conversation rolls back alone
-                    _ingest_conversation(tenant, conversation_id, group, actor, done, max_chars)
+                    _ingest_conversation(
+                        tenant, conversation_id, group, actor, done, max_chars, known.get(conversation_id)
+                    )
             except DomainError as exc:  # rejected alone: the other conversations are written
                 out.rejected += len(group)
                 out.errors.append(
@@ -712,15 +719,23 @@ def ingest(
 
 
 def _ingest_conversation(
-    tenant: Tenant, conversation_id: str, group: list[_Span], actor: Actor, out: IngestResult, max_chars: int
+    tenant: Tenant,
+    conversation_id: str,
+    group: list[_Span],
+    actor: Actor,
+    out: IngestResult,
+    max_chars: int,
+    known: Workflow | None,
 ) -> None:
-    workflow, created = create_workflow(
-        tenant,
-        conversation_id,
-        name=f"OTel conversation {conversation_id[:60]}",
-        source=WorkflowSource.OTEL,
-        actor=actor,
-    )
+    workflow, created = known, False
+    if workflow is None:
+        workflow, created = create_workflow(
+            tenant,
+            conversation_id,
+            name=f"OTel conversation {conversation_id[:60]}",
+            source=WorkflowSource.OTEL,
+            actor=actor,
+        )
     # 1. Every span's events in span order, one append (ids make re-sent messages the same events).
     #    ``cut``: how many of the batch's events a span had read before its own output.
     batch: list[dict[str, Any]] = []

@@ -253,3 +253,162 @@ def test_openinference_and_openllmetry_spans_land_in_their_conversations(live_se
     trace = ConsumerTrace.objects.get(workflow=tl)
     assert (trace.model, trace.input_tokens) == ("gpt-4o", 57)
     assert trace.tail_to_seq == events["Cancel subscription 12."] and "tail_loss" not in trace.flags
+
+
+# -- in-process: the exporter's own encoder, posted through the API client -------------------------
+
+
+def _finished(emit) -> list:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    emit(provider.get_tracer("t"))
+    return list(memory.get_finished_spans())
+
+
+def _post_spans(api, spans) -> dict:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    response = api.generic(
+        "POST", "/v1/traces", encode_spans(spans).SerializeToString(), content_type="application/x-protobuf"
+    )
+    assert response.status_code == 200, response.content
+    return dict(part.split("=") for part in response["X-MemoryHub-Ingest"].split())
+
+
+def test_a_child_arriving_after_its_stored_parent_inherits_its_conversation(api, tenant):
+    def emit(tracer):
+        chat = {"gen_ai.operation.name": "chat", "gen_ai.output.messages": _messages(A1)}
+        with (
+            tracer.start_as_current_span("invoke_agent a", attributes={"gen_ai.conversation.id": "conv-p"}),
+            tracer.start_as_current_span("task step"),
+            tracer.start_as_current_span("chat m", attributes=chat),
+        ):
+            pass
+
+    chat, step, agent = _finished(emit)
+    assert _post_spans(api, [agent])["unassigned"] == "0"
+    sent = _post_spans(api, [step])  # inherits from the stored parent
+    assert sent["unassigned"] == "0" and sent["kept"] == "1"
+    sent = _post_spans(api, [chat])  # from its stored grandparent, through the stored parent
+    assert sent["unassigned"] == "0" and sent["traces"] == "1"
+    wf = Workflow.objects.get(external_id="conv-p")
+    assert OtelSpan.objects.filter(workflow=wf).count() == 3
+    assert list(Event.objects.filter(workflow=wf, kind="message").values_list("content", flat=True)) == [
+        A1[1]
+    ]
+
+
+def test_spans_whose_ancestor_never_arrives_stay_unassigned_and_are_said_so(api, tenant):
+    def emit(tracer):
+        with (
+            tracer.start_as_current_span("invoke_agent a"),
+            tracer.start_as_current_span("chat m", attributes={"gen_ai.operation.name": "chat"}),
+        ):
+            pass
+
+    chat, agent = _finished(emit)
+    assert _post_spans(api, [chat])["unassigned"] == "1"
+    assert _post_spans(api, [agent])["unassigned"] == "1"  # no id on the root either
+    assert OtelSpan.objects.filter(mapped_to="unassigned", workflow=None).count() == 2
+    assert not Workflow.objects.exists()
+
+
+def test_the_conversation_attributes_setting_names_extra_attributes(api, tenant, settings):
+    settings.MEMORYHUB_OTEL_CONVERSATION_ATTRIBUTES = ["app.thread"]
+
+    def emit(tracer):
+        with tracer.start_as_current_span(
+            "chat m",
+            attributes={"gen_ai.operation.name": "chat", "app.thread": "th-77", "session.id": "other"},
+        ):
+            pass
+
+    _post_spans(api, _finished(emit))
+    # Read before session.id: the deployment said which attribute names its conversations.
+    assert Workflow.objects.filter(external_id="th-77").exists()
+    assert not Workflow.objects.filter(external_id="other").exists()
+
+
+@pytest.mark.parametrize("value", ["has space", "-leading.dash", "ok.name,bad!name"])
+def test_an_invalid_conversation_attributes_setting_stops_the_start(value):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MEMORYHUB_OTEL_CONVERSATION_ATTRIBUTES": value, "DEBUG": "true"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    result = subprocess.run(
+        [sys.executable, "-c", "import memoryhub.settings"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0 and "MEMORYHUB_OTEL_CONVERSATION_ATTRIBUTES" in result.stderr
+
+
+def test_the_event_based_message_form_becomes_events_once(api, tenant):
+    """The older GenAI form: messages as span events (gen_ai.system/user.message, gen_ai.choice)."""
+
+    def emit(tracer):
+        for history, reply in (([SYSTEM, U1], A1), ([SYSTEM, U1, A1, U2], A2)):
+            with tracer.start_as_current_span(
+                "chat m", attributes={"gen_ai.conversation.id": "conv-ev", "gen_ai.operation.name": "chat"}
+            ) as span:
+                for role, text in history:
+                    span.add_event(f"gen_ai.{role}.message", {"content": text})
+                span.add_event(
+                    "gen_ai.choice",
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": json.dumps({"role": "assistant", "content": reply[1]}),
+                    },
+                )
+
+    first, second = _finished(emit)
+    _post_spans(api, [first])
+    _post_spans(api, [second])
+    wf = Workflow.objects.get(external_id="conv-ev")
+    assert list(Event.objects.filter(workflow=wf).order_by("seq").values_list("role", "content")) == [
+        SYSTEM,
+        U1,
+        A1,
+        U2,
+        A2,
+    ]
+    assert list(
+        ConsumerTrace.objects.filter(workflow=wf)
+        .order_by("tail_to_seq")
+        .values_list("tail_to_seq", flat=True)
+    ) == [2, 4]
+
+
+def test_the_same_message_said_twice_is_two_events(api, tenant):
+    """Occurrence numbers keep a repeated message (\"ok\" twice) from collapsing into one."""
+    ok = ("user", "ok")
+
+    def emit(tracer):
+        for history, reply in (([ok], A1), ([ok, A1, ok], A2)):
+            with tracer.start_as_current_span(
+                "chat m",
+                attributes={
+                    "gen_ai.conversation.id": "conv-ok",
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.input.messages": _messages(*history),
+                    "gen_ai.output.messages": _messages(reply),
+                },
+            ):
+                pass
+
+    _post_spans(api, _finished(emit))  # both calls in one request
+    wf = Workflow.objects.get(external_id="conv-ok")
+    assert list(Event.objects.filter(workflow=wf).order_by("seq").values_list("role", "content")) == [
+        ok,
+        A1,
+        ok,
+        A2,
+    ]
