@@ -677,45 +677,70 @@ def ingest(
         wf.external_id: wf
         for wf in Workflow.objects.filter(tenant=tenant, external_id__in=[c for c in by_conversation if c])
     }
-    # One transaction (one commit) per request, a savepoint per conversation.
-    with transaction.atomic():
-        unassigned = by_conversation.pop("", [])
-        if unassigned:
-            now = _now()
-            inserted = insert_spans(
-                [_span_row(tenant, None, i, SpanMapping.UNASSIGNED, None, now) for i in unassigned]
-            )
-            out.unassigned = len(inserted)
-            out.duplicates += len(unassigned) - len(inserted)
+    unassigned = by_conversation.pop("", [])
+    for group in by_conversation.values():
+        group.sort(key=lambda i: (i.span.start, i.span.end))
+    # One transaction (one commit) per request. Optimistically without a savepoint per
+    # conversation (two round trips each); if one conversation fails, the whole attempt rolls
+    # back and the request is written again with savepoints, so that one is rejected alone.
+    written = IngestResult(**{**out.to_dict(), "errors": []})
+    try:
+        with transaction.atomic():
+            _write(tenant, unassigned, by_conversation, known, actor, written, max_chars, savepoints=False)
+    except DomainError:
+        written = IngestResult(**{**out.to_dict(), "errors": []})
+        with transaction.atomic():
+            _write(tenant, unassigned, by_conversation, known, actor, written, max_chars, savepoints=True)
+    return written
 
-        for conversation_id in sorted(by_conversation):  # one lock order: no deadlock between requests
-            group = by_conversation[conversation_id]
-            group.sort(key=lambda i: (i.span.start, i.span.end))
-            done = IngestResult()
-            try:
-                with transaction.atomic():  # a savepoint: a rejected conversation rolls back alone
-                    _ingest_conversation(
-                        tenant, conversation_id, group, actor, done, max_chars, known.get(conversation_id)
-                    )
-            except DomainError as exc:  # rejected alone: the other conversations are written
-                out.rejected += len(group)
-                out.errors.append(
-                    f"{len(group)} span(s) of conversation {conversation_id[:60]!r} rejected "
-                    f"({exc.code}): {exc.detail}"
+
+def _write(
+    tenant: Tenant,
+    unassigned: list[_Span],
+    by_conversation: dict[str, list[_Span]],
+    known: dict[str, Workflow],
+    actor: Actor,
+    out: IngestResult,
+    max_chars: int,
+    *,
+    savepoints: bool,
+) -> None:
+    if unassigned:
+        inserted = insert_spans(
+            [_span_row(tenant, None, i, SpanMapping.UNASSIGNED, None, _now()) for i in unassigned]
+        )
+        out.unassigned = len(inserted)
+        out.duplicates += len(unassigned) - len(inserted)
+    for conversation_id in sorted(by_conversation):  # one lock order: no deadlock between requests
+        group = by_conversation[conversation_id]
+        if not savepoints:
+            _ingest_conversation(
+                tenant, conversation_id, group, actor, out, max_chars, known.get(conversation_id)
+            )
+            continue
+        done = IngestResult()
+        try:
+            with transaction.atomic():  # a savepoint: a rejected conversation rolls back alone
+                _ingest_conversation(
+                    tenant, conversation_id, group, actor, done, max_chars, known.get(conversation_id)
                 )
-                now = _now()
-                insert_spans(
-                    [
-                        _span_row(tenant, None, i, SpanMapping.REJECTED, None, now)
-                        for i in group
-                        if i.stored_pk is None
-                    ]
-                )
-            else:
-                for name in ("duplicates", "adopted", "events", "traces", "compactions", "deferred", "kept"):
-                    setattr(out, name, getattr(out, name) + getattr(done, name))
-                out.workflows_created += done.workflows_created
-    return out
+        except DomainError as exc:  # rejected alone: the other conversations are written
+            out.rejected += len(group)
+            out.errors.append(
+                f"{len(group)} span(s) of conversation {conversation_id[:60]!r} rejected "
+                f"({exc.code}): {exc.detail}"
+            )
+            insert_spans(
+                [
+                    _span_row(tenant, None, i, SpanMapping.REJECTED, None, _now())
+                    for i in group
+                    if i.stored_pk is None
+                ]
+            )
+        else:
+            for name in ("duplicates", "adopted", "events", "traces", "compactions", "deferred", "kept"):
+                setattr(out, name, getattr(out, name) + getattr(done, name))
+            out.workflows_created += done.workflows_created
 
 
 def _ingest_conversation(
