@@ -65,6 +65,21 @@ def _bodies(lo: int, hi: int, batch: int, conversations: int, t0: int) -> Iterat
         yield request.SerializeToString()
 
 
+def _rows_of(lo: int, hi: int, conversations: int, conv: int) -> int:
+    """Event rows spans ``lo``..``hi`` of conversation ``conv`` make: a note per agent span, a
+    tool_call + tool_result pair per tool span (as ``_bodies`` builds them)."""
+    return sum(1 if i % 11 == 10 else 2 for i in range(lo, hi) if i % conversations == conv)
+
+
+def _post_events(
+    http: httpx.Client, workflow: str, events: list[dict[str, Any]], prefix: str = "api"
+) -> None:
+    body = [{**e, "client_event_id": f"{prefix}-{e['client_event_id']}"} for e in events]
+    r = http.post(f"/api/v1/workflows/{workflow}/events/", json={"events": body})
+    if r.status_code != 201:
+        raise RuntimeError(f"events API failed: {r.status_code} {r.text[:200]}")
+
+
 def _rate(count: int, seconds: float) -> float:
     return round(count / seconds, 1) if seconds > 0 else 0.0
 
@@ -85,6 +100,8 @@ def run(
     otel_spans = rows = api_rows = requests = 0
     slice_rates: list[float] = []
     api_slice_rates: list[float] = []
+    flush_slice_rates: list[float] = []
+    flush_rows, flush_seconds = 0, 0.0
     seen: dict[str, int] = {}  # workflow → last seq already posted through the API
     with running_server(workers=1) as base, httpx.Client(base_url=base, headers=headers, timeout=600) as http:
         # Warm the worker (tokenizer load, first connection) so neither side pays it.
@@ -104,36 +121,52 @@ def run(
             # The rows this slice wrote, read back and sent through the events API into twins.
             slice_rows: list[tuple[str, list[dict[str, Any]]]] = []
             for wf in Workflow.objects.filter(tenant=tenant, source="otel").order_by("external_id"):
+                # Twins made once, outside the timed loops.
+                for twin in (f"api-{wf.external_id}", f"flush-{wf.external_id}"):
+                    if twin not in seen:
+                        http.post("/api/v1/workflows/", json={"external_id": twin})
+                        seen[twin] = 0
                 events = [
                     {"kind": e.kind, "content": e.content, "agent": e.agent, "role": e.role,
-                     "tool_call_id": e.tool_call_id, "client_event_id": f"api-{e.client_event_id}"}
+                     "tool_call_id": e.tool_call_id, "client_event_id": e.client_event_id}
                     for e in Event.objects.filter(workflow=wf, seq__gt=seen.get(wf.external_id, 0)).order_by("seq")
                 ]  # fmt: skip
                 seen[wf.external_id] = wf.head_seq
                 slice_rows.append((wf.external_id, events))
             made = sum(len(e) for _, e in slice_rows)
+            # (a) the same number of requests as OTLP: each carries one workflow's rows, so a
+            #     request holds ~``conversations``× more rows per workflow than an OTLP request did.
             per_request = max(1, made // max(1, len(bodies)))
             started = time.perf_counter()
             for external_id, events in slice_rows:
-                target = f"api-{external_id}"
-                http.post("/api/v1/workflows/", json={"external_id": target})
                 for at in range(0, len(events), per_request):
-                    r = http.post(
-                        f"/api/v1/workflows/{target}/events/", json={"events": events[at : at + per_request]}
-                    )
-                    if r.status_code != 201:
-                        raise RuntimeError(f"events API failed: {r.status_code} {r.text[:200]}")
+                    _post_events(http, f"api-{external_id}", events[at : at + per_request])
                     api_rows += len(events[at : at + per_request])
             api_elapsed = time.perf_counter() - started
             api_seconds += api_elapsed
             api_slice_rates.append(_rate(made, api_elapsed))
+            # (b) the same flush points as the exporter: for each OTLP request, one events request
+            #     per conversation with the rows that request's spans of it made.
+            started = time.perf_counter()
+            for external_id, events in slice_rows:
+                conv = int(external_id.rsplit("-", 1)[1])
+                at = 0
+                for start in range(lo, hi, batch):
+                    count = _rows_of(start, min(start + batch, hi), conversations, conv)
+                    _post_events(http, f"flush-{external_id}", events[at : at + count], prefix="flush")
+                    at += count
+                    flush_rows += count
+            flush_elapsed = time.perf_counter() - started
+            flush_seconds += flush_elapsed
+            flush_slice_rates.append(_rate(made, flush_elapsed))
             otel_seconds += elapsed
             otel_spans += hi - lo
             rows += made
             requests += len(bodies)
             slice_rates.append(_rate(made, elapsed))
             log(
-                f"  spans {lo:,}–{hi:,}: OTLP {slice_rates[-1]:,.0f} rows/s, events API {api_slice_rates[-1]:,.0f} rows/s"
+                f"  spans {lo:,}–{hi:,}: OTLP {slice_rates[-1]:,.0f} rows/s, events API "
+                f"{api_slice_rates[-1]:,.0f} (same request count), {flush_slice_rates[-1]:,.0f} (same flush points)"
             )
         resend = list(_bodies(0, min(spans, per_slice), batch, conversations, t0))
         started = time.perf_counter()
@@ -157,6 +190,12 @@ def run(
         "otel_rows_per_second_by_slice": slice_rates,
         "otel_first_over_last_slice": round(slice_rates[0] / slice_rates[-1], 3) if slice_rates[-1] else None,
         "events_api_rows_per_second_by_slice": api_slice_rates,
+        "events_api_same_flush_points_rows": flush_rows,
+        "events_api_same_flush_points_rows_per_second": _rate(flush_rows, flush_seconds),
+        "ratio_otel_to_events_api_same_flush_points": round(
+            otel_rows_per_s / (flush_rows / flush_seconds), 3
+        ),
+        "events_api_same_flush_points_by_slice": flush_slice_rates,
         "events_api_first_over_last_slice": round(api_slice_rates[0] / api_slice_rates[-1], 3)
         if api_slice_rates[-1]
         else None,

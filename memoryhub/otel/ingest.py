@@ -677,6 +677,18 @@ def ingest(
         wf.external_id: wf
         for wf in Workflow.objects.filter(tenant=tenant, external_id__in=[c for c in by_conversation if c])
     }
+    # Which of them hold compactions still waiting for their events (one query, not one each).
+    waiting = (
+        set(
+            OtelSpan.objects.filter(
+                tenant=tenant, mapped_to=SpanMapping.DEFERRED, workflow__in=known.values()
+            )
+            .values_list("workflow_id", flat=True)
+            .distinct()
+        )
+        if known
+        else set()
+    )
     unassigned = by_conversation.pop("", [])
     for group in by_conversation.values():
         group.sort(key=lambda i: (i.span.start, i.span.end))
@@ -686,11 +698,31 @@ def ingest(
     written = IngestResult(**{**out.to_dict(), "errors": []})
     try:
         with transaction.atomic():
-            _write(tenant, unassigned, by_conversation, known, actor, written, max_chars, savepoints=False)
+            _write(
+                tenant,
+                unassigned,
+                by_conversation,
+                known,
+                waiting,
+                actor,
+                written,
+                max_chars,
+                savepoints=False,
+            )
     except DomainError:
         written = IngestResult(**{**out.to_dict(), "errors": []})
         with transaction.atomic():
-            _write(tenant, unassigned, by_conversation, known, actor, written, max_chars, savepoints=True)
+            _write(
+                tenant,
+                unassigned,
+                by_conversation,
+                known,
+                waiting,
+                actor,
+                written,
+                max_chars,
+                savepoints=True,
+            )
     return written
 
 
@@ -699,6 +731,7 @@ def _write(
     unassigned: list[_Span],
     by_conversation: dict[str, list[_Span]],
     known: dict[str, Workflow],
+    waiting: set[int],
     actor: Actor,
     out: IngestResult,
     max_chars: int,
@@ -715,14 +748,21 @@ def _write(
         group = by_conversation[conversation_id]
         if not savepoints:
             _ingest_conversation(
-                tenant, conversation_id, group, actor, out, max_chars, known.get(conversation_id)
+                tenant, conversation_id, group, actor, out, max_chars, known.get(conversation_id), waiting
             )
             continue
         done = IngestResult()
         try:
             with transaction.atomic():  # a savepoint: a rejected conversation rolls back alone
                 _ingest_conversation(
-                    tenant, conversation_id, group, actor, done, max_chars, known.get(conversation_id)
+                    tenant,
+                    conversation_id,
+                    group,
+                    actor,
+                    done,
+                    max_chars,
+                    known.get(conversation_id),
+                    waiting,
                 )
         except DomainError as exc:  # rejected alone: the other conversations are written
             out.rejected += len(group)
@@ -751,6 +791,7 @@ def _ingest_conversation(
     out: IngestResult,
     max_chars: int,
     known: Workflow | None,
+    waiting: set[int],
 ) -> None:
     workflow, created = known, False
     if workflow is None:
@@ -836,10 +877,11 @@ def _ingest_conversation(
         elif not is_comp and item.op not in TOOL_OPS | AGENT_OPS:
             out.kept += 1
     # 4. Compactions that were waiting for their events (they arrived before them) get another try.
-    if seqs:
-        for row in OtelSpan.objects.filter(workflow=workflow, mapped_to=SpanMapping.DEFERRED).order_by(
-            "start_time_unix_nano"
-        ):
+    #    Found through the tenant's partial "attention" index: by workflow alone the lookup would
+    #    read every span of the conversation, and ingest would slow down as it grows.
+    if seqs and (known is None or workflow.pk in waiting):
+        waiting = OtelSpan.objects.filter(tenant=tenant, mapped_to=SpanMapping.DEFERRED, workflow=workflow)
+        for row in waiting.order_by("start_time_unix_nano"):
             if _record_compaction(workflow, row, actor):
                 out.compactions += 1
                 out.deferred = max(0, out.deferred - 1)
