@@ -831,13 +831,14 @@ def _ingest_conversation(
     else:
         head_before = Workflow.objects.filter(pk=workflow.pk).values_list("head_seq", flat=True).get()
     prefix_max = [head_before]
-    for seq in seqs:
-        prefix_max.append(max(prefix_max[-1], seq))
+    for appended in seqs:
+        prefix_max.append(max(prefix_max[-1], appended))
 
     # 2. The span rows, in one statement; adopted spans (stored unassigned before) are updated.
     now = _now()
     compaction = [is_compaction(i.span, i.op) for i in group]
-    rows, adopted = [], []
+    rows: list[dict[str, Any]] = []
+    adopted: list[tuple[_Span, str, int | None]] = []
     for item, mine, is_comp in zip(group, positions, compaction, strict=True):
         seq = max((seqs[p] for p in mine), default=None)
         mapping = _mapping(item.op, is_comp)
@@ -846,13 +847,14 @@ def _ingest_conversation(
         else:
             adopted.append((item, mapping, seq))
     claimed = insert_spans(rows)
-    for item, mapping, seq in adopted:
+    for item, mapping, adopted_seq in adopted:
+        assert item.stored_pk is not None
         if OtelSpan.objects.filter(pk=item.stored_pk, mapped_to=SpanMapping.UNASSIGNED).update(
             workflow=workflow,
             conversation_id=item.conversation,
             operation=item.op,
             mapped_to=mapping,
-            seq=seq,
+            seq=adopted_seq,
         ):
             claimed.add((item.span.trace_id, item.span.span_id))
             out.adopted += 1
@@ -880,8 +882,8 @@ def _ingest_conversation(
     #    Found through the tenant's partial "attention" index: by workflow alone the lookup would
     #    read every span of the conversation, and ingest would slow down as it grows.
     if seqs and (known is None or workflow.pk in waiting):
-        waiting = OtelSpan.objects.filter(tenant=tenant, mapped_to=SpanMapping.DEFERRED, workflow=workflow)
-        for row in waiting.order_by("start_time_unix_nano"):
+        deferred = OtelSpan.objects.filter(tenant=tenant, mapped_to=SpanMapping.DEFERRED, workflow=workflow)
+        for row in deferred.order_by("start_time_unix_nano"):
             if _record_compaction(workflow, row, actor):
                 out.compactions += 1
                 out.deferred = max(0, out.deferred - 1)
