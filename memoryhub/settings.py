@@ -236,6 +236,12 @@ MEMORYHUB_AUDIT_SEQUENCER = env.choice(
     "MEMORYHUB_AUDIT_SEQUENCER", "background" if IS_POSTGRES else "inline", ("background", "inline")
 )
 
+# OTLP ingest: extra span attributes that name a span's conversation (comma-separated), read after
+# gen_ai.conversation.id and before OpenInference session.id / OpenLLMetry association properties.
+MEMORYHUB_OTEL_CONVERSATION_ATTRIBUTES = env.list(
+    "MEMORYHUB_OTEL_CONVERSATION_ATTRIBUTES", [], envconfig.ATTRIBUTE
+)
+
 # --- Celery ---------------------------------------------------------------------------------
 BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env.url(

@@ -59,6 +59,8 @@ MODULES = {
     "memoryhub.compaction.worker": "memoryhub.pipeline.worker",
     "memoryhub.compaction.bench": "memoryhub.bench.compaction",
     "memoryhub.integrations.anthropic_compaction": "memoryhub.client.anthropic",
+    # Server-side, so out of the agent-side integrations (decode_request → memoryhub.otel.read_spans).
+    "memoryhub.integrations.otel_ingest": "memoryhub.otel",
     "memoryhub.integrations.example_graph": "memoryhub.examples.example_graph",
     "memoryhub.integrations.langchain_example": "memoryhub.examples.langchain_example",
     "memoryhub.integrations.openai_agents_example": "memoryhub.examples.openai_agents_example",

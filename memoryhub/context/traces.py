@@ -194,9 +194,18 @@ class ReadPoint:
 
 
 def record_trace(
-    workflow: Workflow, data: Any, actor: Actor, *, read: ReadPoint | None = None
+    workflow: Workflow,
+    data: Any,
+    actor: Actor,
+    *,
+    read: ReadPoint | None = None,
+    head_at_read: int | None = None,
 ) -> tuple[ConsumerTrace, bool]:
-    """Record (or find) the trace of one model call; returns (trace, created)."""
+    """Record (or find) the trace of one model call; returns (trace, created).
+
+    ``read``: the read point a caller replaying a timeline knows (head, history, budget).
+    ``head_at_read``: the head the call read when the caller knows only that (an OTLP span, mapped
+    after later events of its batch were appended); by default the head now."""
 
     trace_in = data if isinstance(data, TraceIn) else parse_trace(data)
     existing = (
@@ -233,7 +242,7 @@ def record_trace(
         )
 
     flags: list[str] = []
-    head_at_read = head_now
+    head_at_read = head_now if head_at_read is None else min(head_at_read, head_now)
     status_at_read = summary.status if summary else ""
     coords = parse_context_id(trace_in.context_id) if trace_in.context_id else None
     if coords is not None:

@@ -58,6 +58,7 @@ _EMAIL = re2.compile(r"(?:[^<>\n]*<)?[^@\s<>]+@[^@\s<>]+>?")
 _RATE = re2.compile(r"([1-9]\d*)/(s|sec|second|m|min|minute|h|hour|d|day)")
 _HOST = re2.compile(r"\.?[A-Za-z0-9*][A-Za-z0-9.*-]*|\[[0-9A-Fa-f:.]+\]|\*")
 _ORIGIN = re2.compile(r"https?://[^\s/]+")
+_ATTRIBUTE = re2.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-/]{0,254}")
 DB_SCHEMES = frozenset({"postgres", "postgresql", "pgsql", "psql", "sqlite"})
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -323,8 +324,14 @@ ORIGIN = Form(
     lambda raw: _fullmatch(_ORIGIN, raw),
     "memoryhub.example.com",
 )
+ATTRIBUTE = Form(
+    "span attribute names (letters, digits, '_', '.', '-', '/'; e.g. app.conversation_id)",
+    lambda raw: _fullmatch(_ATTRIBUTE, raw),
+    "two words",
+)
 REGEX = Form("regular expressions RE2 accepts (no backreferences or lookaround)", _regex, "(unclosed")
 ITEM_EXAMPLES = {
+    ATTRIBUTE.describe: "app.conversation_id",
     NETWORK.describe: "127.0.0.1/32",
     HOST.describe: "example.com",
     ORIGIN.describe: "https://a.example",

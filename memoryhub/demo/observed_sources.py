@@ -32,11 +32,11 @@ from memoryhub.context.timeline import record_timeline
 from memoryhub.context.traces import record_artifact, record_trace
 from memoryhub.core.actors import Actor
 from memoryhub.integrations.claude_code import sync_session
-from memoryhub.integrations.otel_ingest import decode_request, ingest
 from memoryhub.memory.events import append_events, parse_batch
 from memoryhub.memory.observed import record_observed_compaction
 from memoryhub.memory.workflows import create_workflow, get_workflow
 from memoryhub.models import ConsumerTrace, Tenant, WorkflowSource
+from memoryhub.otel import ingest, read_spans
 from triggers.steps import run_step
 
 Out = Callable[[str], None]
@@ -281,8 +281,8 @@ def load_otel(tenant: Tenant, actor: Actor, out: Out) -> None:
     if body is None:
         out("  OpenTelemetry workflow skipped: install memoryhub[otel] (opentelemetry-sdk) to feed it")
         return
-    decoded, encoding = decode_request(body, "application/x-protobuf")
-    result = ingest(tenant, decoded, encoding, actor)
+    spans, malformed = read_spans(body, "application/x-protobuf")
+    result = ingest(tenant, spans, actor, malformed=malformed)
     wf = get_workflow(tenant, OTEL_CONVERSATION)
     last = ConsumerTrace.objects.filter(workflow=wf).latest("id")
     record_artifact(

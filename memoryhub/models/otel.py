@@ -16,14 +16,16 @@ class SpanMapping(models.TextChoices):
     COMPACTION = "compaction", "observed compaction"
     DEFERRED = "deferred", "compaction waiting for its events"
     KEPT = "kept", "kept (no GenAI mapping)"
-    UNASSIGNED = "unassigned", "no gen_ai.conversation.id"
+    UNASSIGNED = "unassigned", "no conversation id (own or an ancestor's)"
+    REJECTED = "rejected", "rejected with its conversation (see the OTLP partialSuccess)"
 
 
 class OtelSpan(models.Model):
     """One received span: the ingest's idempotency key (trace id + span id) and everything it carried.
 
     Every attribute is kept (known or not) so a later mapping can be re-derived; a span without
-    ``gen_ai.conversation.id`` is stored with no workflow and counted, never dropped.
+    conversation id (its own or an ancestor's) is stored with no workflow and counted, never dropped.
+    ``conversation_id`` is the conversation the span was mapped to (its own attribute or inherited).
     """
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")

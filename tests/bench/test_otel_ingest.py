@@ -1,7 +1,7 @@
 """Benchmark: OTLP span ingest next to the events API on the same rows (``manage.py bench otel``).
 
-Run with ``pytest -m bench`` on PostgreSQL. The thresholds are loose floors: OTLP stores every span
-with all its attributes (idempotency, nothing lost), so it is slower per row than the events API.
+Run with ``pytest -m bench`` on PostgreSQL. The ratio floor here is loose (the machine may be
+shared); README states the measured figure and the target (≥ 0.8, first ÷ last slice ≤ 1.3).
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ pytestmark = [pytest.mark.bench, pytest.mark.postgres, pytest.mark.django_db(tra
 
 
 def test_otlp_ingest_rate_is_reported_beside_the_events_api():
-    result = otel.run(spans=1_100, batch=110, conversations=2, log=lambda _msg: None)
+    result = otel.run(spans=2_048, batch=256, conversations=2, slices=4, log=lambda _msg: None)
     print(result)
-    assert result["event_rows"] == 1_000 * 2 + 100  # 1,000 tool spans → pairs, 100 agent spans → notes
-    assert result["ratio_otel_to_events_api"] >= 0.1, result
+    agents = sum(1 for i in range(2_048) if i % 11 == 10)  # a note each; every other span a tool pair
+    assert result["event_rows"] == result["events_api_rows"] == 2 * (2_048 - agents) + agents
+    assert len(result["otel_rows_per_second_by_slice"]) == 4
+    assert result["ratio_otel_to_events_api"] >= 0.5, result
     assert result["otel_resend_spans_per_second"] > result["otel_spans_per_second"], result

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from memoryhub.core.actors import Actor
-from memoryhub.integrations.otel_ingest import ingest
 from memoryhub.memory.observed import record_observed_compaction
 from memoryhub.memory.workflows import get_workflow
 from memoryhub.models import CompactionJob, ConsumerTrace, Event, OtelSpan, Summary, Workflow
+from memoryhub.otel.decode import json_spans
+from memoryhub.otel.ingest import ingest
 from tests.factories import append, event, make_workflow
 from tests.helpers import race
 
@@ -51,7 +52,7 @@ def _otlp(conversation: str) -> dict:
 
 
 def test_concurrent_resends_of_one_otlp_batch_write_everything_once(tenant):
-    race(6, lambda: ingest(tenant, _otlp("conv-1"), "hex", ACTOR))
+    race(6, lambda: ingest(tenant, json_spans(_otlp("conv-1"))[0], ACTOR))
     wf = Workflow.objects.get(external_id="conv-1")
     assert Event.objects.filter(workflow=wf).count() == 10  # five tool call/result pairs
     assert OtelSpan.objects.filter(workflow=wf).count() == 7

@@ -389,7 +389,6 @@ NOT_A_HELPER: dict[str, str] = {
     "memoryhub.integrations.recorder": "the compaction recorder langchain and openai_agents call (planted there)",
     "memoryhub.integrations.langgraph": "prepare_context appends through the client's append_events "
     "and records traces through record_trace: the routes planted above",
-    "memoryhub.integrations.otel_ingest": "the server side of POST /v1/traces (planted as a route)",
 }
 
 

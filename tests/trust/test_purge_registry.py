@@ -93,7 +93,8 @@ def test_every_registered_scope_is_a_valid_query(tenant):
 def test_a_deferred_compaction_read_before_a_purge_is_not_built_after_it(tenant, alice):
     """The epoch re-check where held work is executed: the ingest read the span (and the workflow's
     purge epoch) before the purge committed; building it afterwards writes nothing."""
-    from memoryhub.integrations.otel_ingest import _record_compaction, decode_request, ingest
+    from memoryhub.otel import ingest, read_spans
+    from memoryhub.otel.ingest import _record_compaction
     from tests.trust.test_purge_probe import _otlp_spans
 
     class Planted:
@@ -104,7 +105,8 @@ def test_a_deferred_compaction_read_before_a_purge_is_not_built_after_it(tenant,
 
     def send(span: dict) -> None:
         body = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"spans": [span]}]}]}
-        ingest(tenant, *decode_request(json.dumps(body).encode(), "application/json"), Actor.system("otel"))
+        spans, malformed = read_spans(json.dumps(body).encode(), "application/json")
+        ingest(tenant, spans, Actor.system("otel"), malformed=malformed)
 
     send(compaction)
     send(secret)

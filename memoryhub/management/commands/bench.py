@@ -127,7 +127,7 @@ class Command(BaseCommand):
         parser.add_argument("--batch", type=int, default=1_000)
         parser.add_argument("--clients", type=int, default=2)
         parser.add_argument("--workflows", type=int, default=10_000, help="scale: bulk workflows")
-        parser.add_argument("--spans", type=int, default=2_000, help="otel: spans sent over OTLP/HTTP")
+        parser.add_argument("--spans", type=int, default=10_000, help="otel: spans sent over OTLP/HTTP")
         parser.add_argument(
             "--big-events", dest="big_events", type=int, default=1_000_000, help="scale: big history"
         )

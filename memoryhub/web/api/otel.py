@@ -2,7 +2,8 @@
 
 Point an OpenTelemetry Collector's ``otlphttp`` exporter (or an SDK's OTLP/HTTP exporter) at the
 MemoryHub base URL with ``Authorization: Bearer <api key>``; the exporter appends ``/v1/traces``.
-Mapping: ``memoryhub.integrations.otel_ingest``. The body may be gzip/deflate-compressed.
+Decoding: ``memoryhub.otel.decode``; mapping: ``memoryhub.otel.ingest``. The body may be
+gzip/deflate-compressed.
 """
 
 from __future__ import annotations
@@ -13,16 +14,10 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 
-from memoryhub.integrations.otel_ingest import (
-    decode_request,
-    decompress,
-    encode_response,
-    ingest,
-    ingest_status,
-)
 from memoryhub.models import Role
+from memoryhub.otel import encode_response, ingest, ingest_status, read_spans
 from memoryhub.web.api.common import TenantAPIView
-from memoryhub.web.api.otlp_shape import check_request
+from memoryhub.web.api.otlp_shape import check_request, check_spans
 from memoryhub.web.api.serializers import ErrorSerializer
 
 
@@ -57,16 +52,16 @@ class OtlpTraces(TenantAPIView):
     )
     def post(self, request):
         content_type = request.META.get("CONTENT_TYPE", "")
-        body = decompress(request.body, request.META.get("HTTP_CONTENT_ENCODING", ""))
-        decoded, encoding = decode_request(body, content_type)
-        check_request(decoded)  # unstorable text, depth, wrong node types: a 400 before ingest
-        result = ingest(request.tenant, decoded, encoding, self.actor())
+        spans, malformed = read_spans(
+            request.body, content_type, request.META.get("HTTP_CONTENT_ENCODING", ""), check=check_request
+        )
+        check_spans(spans)  # unstorable text, depth, wrong node types: a 400 before ingest
+        result = ingest(request.tenant, spans, self.actor(), malformed=malformed)
+        # 200 with partialSuccess even when conversations were rejected: the others are written,
+        # and OTLP exporters must not retry what the response rejects.
         payload, media = encode_response(result.partial_success(), content_type)
         response = HttpResponse(payload, content_type=media, status=200)
-        response["X-MemoryHub-Ingest"] = (
-            f"received={result.received} duplicates={result.duplicates} unassigned={result.unassigned} "
-            f"events={result.events} traces={result.traces} compactions={result.compactions} deferred={result.deferred}"
-        )
+        response["X-MemoryHub-Ingest"] = result.header()
         return response
 
 

@@ -11,6 +11,7 @@ Two checks, both raising InvalidInput (a 400 JSON error, nothing written):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from memoryhub.core.errors import InvalidInput
@@ -78,3 +79,12 @@ def check_request(data: Any) -> None:
         elif not isinstance(value, spec) or (bool not in spec and isinstance(value, bool)):
             expected = " or ".join(t.__name__ for t in spec)
             raise InvalidInput(f"{where} must be {expected}", code="invalid_otlp", field=where)
+
+
+def check_spans(spans: Iterable[Any]) -> None:
+    """Decoded spans (protobuf included, whose strings no JSON parser saw) hold only storable
+    text and numbers: a NUL in a protobuf string is a 400 here, not a database error later."""
+    for span in spans:
+        check_document(
+            {"name": span.name, "attributes": span.attrs, "resource": span.resource, "events": span.events}
+        )

@@ -220,7 +220,9 @@ def test_missing_conversation_id_is_reported_and_bad_bodies_are_clear_errors(api
     parsed = ExportTraceServiceResponse()
     parsed.ParseFromString(response.content)
     assert parsed.partial_success.rejected_spans == 0
-    assert "5 span(s) had no gen_ai.conversation.id" in parsed.partial_success.error_message
+    assert parsed.partial_success.error_message.startswith(
+        "5 span(s) had no conversation id (gen_ai.conversation.id"
+    )
     assert OtelSpan.objects.filter(mapped_to="unassigned").count() == 5 and not Workflow.objects.exists()
 
     bad = _post(api, b"\xff\xfe not protobuf")
@@ -232,7 +234,10 @@ def test_missing_conversation_id_is_reported_and_bad_bodies_are_clear_errors(api
         json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "no ids"}, 5]}]}]}),
         "application/json",
     ).json() == {
-        "partialSuccess": {"rejectedSpans": 2, "errorMessage": "2 span(s) without trace/span id rejected"}
+        "partialSuccess": {
+            "rejectedSpans": 2,
+            "errorMessage": "2 span(s) without a valid trace/span id rejected",
+        }
     }
     assert (
         carol.api.generic(
@@ -250,10 +255,42 @@ def test_missing_conversation_id_is_reported_and_bad_bodies_are_clear_errors(api
     assert "duplicates=0" in _post(mallory.api, _request_bytes(conversation=CONV))["X-MemoryHub-Ingest"]
 
 
-def test_an_invalid_conversation_id_keeps_its_spans_and_says_why(api, tenant):
-    data = _spans_json(_request_bytes(conversation="tenant/with/slashes"))
+def test_a_failing_conversation_is_rejected_alone_and_writes_nothing(api, tenant):
+    """One request, three conversations: an invalid id, one whose event id was already used for
+    different content (a 409 on its own), one fine. 200 with partialSuccess: the two failing
+    ones rejected with their reasons and nothing of theirs written but the spans (kept rejected);
+    the good one written in full."""
+    from memoryhub.core.actors import Actor
+    from memoryhub.memory.events import append_events, parse_event
+    from memoryhub.memory.workflows import create_workflow
+
+    bodies = {conv: _spans_json(_request_bytes(conversation=conv)) for conv in ("bad/id", "clash", "good")}
+    # "clash" already holds an event under the id its execute_tool span maps to, with other content.
+    tool = next(
+        s
+        for s in bodies["clash"]["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        if s["name"].startswith("execute_tool")
+    )
+    clash, _ = create_workflow(tenant, "clash", actor=Actor.system("test"))
+    append_events(
+        clash, [parse_event({"kind": "note", "content": "x", "client_event_id": f"otel:{tool['spanId']}"}, 0)]
+    )
+    data = {"resourceSpans": [rs for body in bodies.values() for rs in body["resourceSpans"]]}
     response = _post(api, json.dumps(data), "application/json")
-    message = response.json()["partialSuccess"]["errorMessage"]
-    assert message.startswith("5 span(s) of conversation 'tenant/with/slashes' kept unassigned: external_id")
-    assert OtelSpan.objects.filter(workflow=None, conversation_id="tenant/with/slashes").count() == 5
-    assert not Workflow.objects.exists()
+    assert response.status_code == 200
+    partial = response.json()["partialSuccess"]
+    assert partial["rejectedSpans"] == 10
+    assert "5 span(s) of conversation 'bad/id' rejected (invalid_external_id)" in partial["errorMessage"]
+    assert "5 span(s) of conversation 'clash' rejected (client_event_id_conflict)" in partial["errorMessage"]
+    assert OtelSpan.objects.filter(workflow=None, mapped_to="rejected").count() == 10
+    assert not Workflow.objects.filter(external_id="bad/id").exists()
+    clash.refresh_from_db()
+    assert clash.head_seq == 1 and not ConsumerTrace.objects.filter(workflow=clash).exists()
+    assert not Summary.objects.filter(workflow=clash).exists()
+    good = Workflow.objects.get(external_id="good")
+    assert good.head_seq == 4 and ConsumerTrace.objects.filter(workflow=good).count() == 2
+    assert Summary.objects.filter(workflow=good).count() == 1
+    # Re-sent (an exporter retrying): every span a duplicate, nothing written twice.
+    again = _post(api, json.dumps(data), "application/json")
+    assert "duplicates=15" in again["X-MemoryHub-Ingest"] and again.json() == {}
+    assert OtelSpan.objects.count() == 15
