@@ -139,13 +139,6 @@ API: dict[str, Api] = {
     ),
     # one model call's round trip (append + traces + compactions + decision); no "create": an
     # outsider must meet the same 404 as on the events endpoint
-    "POST workflows/{wf}/step/": Api(
-        R,
-        "object",
-        200,
-        lambda w: WF,
-        body=lambda w: {"events": [{"kind": "message", "content": "h9", "client_event_id": "h9-step-1"}]},
-    ),
     # summaries and review actions
     "GET workflows/{wf}/summaries/": Api(
         V, "object", 200, lambda w: WF, rows=_results("summary_id"), owned=lambda t: set(t.summary_ids)
