@@ -13,7 +13,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from memoryhub.bench import audit_chain, context_read, ingest, otel, partitions, quality, scale
+from memoryhub.bench import audit_chain, context_read, http, ingest, otel, partitions, quality, scale
 from memoryhub.bench import compaction as compaction_bench
 from memoryhub.management.commands.bench_activation import Command as BenchActivation
 from triggers import bench as trigger_bench
@@ -73,6 +73,8 @@ def _quality(opts, log):
 
 
 BENCHMARKS = {
+    # First: what clients feel (through gunicorn), beside CONN_MAX_AGE=0 and in process.
+    "http": lambda opts, log: http.run(log=log),
     "ingest": lambda opts, log: ingest.run(
         events=opts["events"], batch=opts["batch"], clients=opts["clients"], log=log
     ),
