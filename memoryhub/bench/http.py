@@ -67,7 +67,7 @@ def run(rounds: int = 200, events: int = 200, log: Callable[[str], None] = print
     in_process = _in_process(workflow, [summaries.pop() for _ in range(rounds)], rounds)
 
     wf = workflow.external_id
-    samples = {server: {name: [] for name in TARGETS_P50_MS} for server in SERVERS}
+    samples: dict[str, dict[str, list[float]]] = {s: {name: [] for name in TARGETS_P50_MS} for s in SERVERS}
     revision = Workflow.objects.get(pk=workflow.pk).active_revision
     rng = random.Random(7)
     with (
