@@ -4,7 +4,16 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv bench lint typecheck fmt clean reset-demo client-dist
+.PHONY: demo test test-fast venv bench lint typecheck fmt clean reset-demo client-dist
+
+# The suite runs in parallel processes (pytest-xdist): one per CPU core unless PYTEST_WORKERS says
+# otherwise (PYTEST_WORKERS=0: one process). Each worker has its own database, var dir and broker
+# (memoryhub/settings_test.py); tests sharing an expensive session fixture run on one worker
+# (xdist_group, tests/conftest.py), hence --dist loadgroup.
+PYTEST_WORKERS ?= auto
+PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadgroup
+# The inner loop: everything but browsers, real Celery workers and the slow sweeps (CI runs those).
+FAST := not slow and not browser and not worker and not bench
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,7 +28,10 @@ demo: $(STAMP)
 	@scripts/demo.sh
 
 test: $(STAMP)
-	@$(PY) -m pytest $(PYTEST_ARGS)
+	@$(PY) -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	@$(PY) -m pytest $(PYTEST_XDIST) -m "$(FAST)" $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@. scripts/dev-env.sh && $(PY) manage.py bench $(BENCH_ARGS)

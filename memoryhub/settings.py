@@ -113,9 +113,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file (not :memory:) so a real Celery worker process can share the test database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_memoryhub.sqlite3")}
 else:
-    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", 0, min=0))
+    # Persistent connections: a request reuses its process's connection (and the statements
+    # prepared on it) instead of paying a new PostgreSQL connection each time. Behind a
+    # transaction-mode pooler (PgBouncer) set CONN_MAX_AGE=0 and MEMORYHUB_PREPARE_STATEMENTS=false:
+    # the pooler keeps the connections, and a session's prepared statements do not survive it.
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", 600, min=0))
     # A reused connection that died (failover, restart) is replaced instead of failing a request.
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CONN_HEALTH_CHECKS", True)
 # A streaming read replica (PostgreSQL): lag-tolerant reads go there (memoryhub/core/db_router.py).
 _replica = env.db("DATABASE_REPLICA_URL", "")
 if _replica:

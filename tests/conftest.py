@@ -3,12 +3,20 @@ outsider from another tenant (mallory), each with a logged-in web client and an 
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from io import StringIO
+from pathlib import Path
+
 import pytest
 from django.conf import settings
+from django.test import override_settings
 from rest_framework.test import APIClient
 
 from memoryhub.accounts.tenancy import add_member, create_tenant, issue_api_key
 from memoryhub.models import Role
+from tests.snapshots import Snapshot
 
 PASSWORD = "correct-horse-battery"
 
@@ -24,8 +32,19 @@ def pytest_report_header(config):
     return f"memoryhub: database={db['ENGINE'].rsplit('.', 1)[-1]} broker={settings.CELERY_BROKER_URL.split('://')[0]}"
 
 
+# Session fixtures expensive enough that one xdist worker should build them once and run every
+# test using them (`--dist loadgroup`, as the Makefile runs the suite), rather than each worker
+# building its own: fixture name -> xdist group.
+SHARED_EXPENSIVE_FIXTURES = {"demo_template": "demo"}
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `postgres` need real concurrency: skipped, with the reason, on SQLite."""
+    """Tests marked `postgres` need real concurrency: skipped, with the reason, on SQLite. Tests
+    using a shared expensive fixture go to one xdist worker."""
+    for item in items:
+        for fixture, group in SHARED_EXPENSIVE_FIXTURES.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(group))
     if settings.IS_POSTGRES:
         return
     skip = pytest.mark.skip(reason="needs PostgreSQL (set DATABASE_URL); CI's PostgreSQL run executes it")
@@ -131,17 +150,55 @@ def empty_broker():
     app.control.purge()
 
 
-@pytest.fixture
-def loaded(settings, tmp_path):
-    """The seed scenario through ``manage.py load_demo`` (the real services); returns its output."""
-    from io import StringIO
+@dataclass
+class DemoTemplate:
+    """The seed scenario loaded once per session by ``manage.py load_demo --no-rollups`` (the real
+    services, back-dated), kept as a database snapshot. Without the metric rollups: backfilling
+    them is most of a load's time, and only tests/memoryhub/test_demo_rollups.py reads them."""
 
+    output: str  # what the command printed
+    var_dir: Path  # the files it wrote (demo-api-key.txt)
+    snapshot: Snapshot
+
+
+@pytest.fixture(scope="session")
+def demo_template(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[DemoTemplate]:
+    from django.core.cache import cache
     from django.core.management import call_command
 
+    var_dir = tmp_path_factory.mktemp("demo-var")
+    copies = tmp_path_factory.mktemp("demo-snapshots")
+    with django_db_blocker.unblock():
+        empty = Snapshot("empty", copies)  # the database as every other test expects it
+        out = StringIO()
+        with override_settings(VAR_DIR=var_dir):
+            call_command("load_demo", "--no-rollups", stdout=out)
+        cache.clear()  # the cache table is in the snapshot: no throttle counters of the load
+        template = DemoTemplate(out.getvalue(), var_dir, Snapshot("demo", copies))
+        empty.restore()
+    yield template
+    with django_db_blocker.unblock():
+        template.snapshot.drop()
+        empty.drop()
+
+
+@pytest.fixture
+def demo_db(demo_template, transactional_db, settings, tmp_path) -> DemoTemplate:
+    """A fresh copy of the loaded demo for this test (seconds, not the half minute of a load);
+    ``settings.VAR_DIR`` is this test's tmp_path, holding the files the load wrote. The test is
+    transactional: afterwards the database is flushed as usual. Request it before any fixture
+    that writes rows (the copy replaces the whole database)."""
+    demo_template.snapshot.restore()
+    for path in demo_template.var_dir.iterdir():
+        shutil.copy2(path, tmp_path / path.name)
     settings.VAR_DIR = tmp_path
-    out = StringIO()
-    call_command("load_demo", stdout=out)
-    return out.getvalue()
+    return demo_template
+
+
+@pytest.fixture
+def loaded(demo_db) -> str:
+    """The seed scenario as ``manage.py load_demo`` leaves it; returns the command's output."""
+    return demo_db.output
 
 
 @pytest.fixture(autouse=True)

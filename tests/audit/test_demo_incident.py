@@ -4,10 +4,7 @@ with the source event that held the requirement — through the service, the API
 
 from __future__ import annotations
 
-import io
-
 import pytest
-from django.core.management import call_command
 
 from audit.investigate import investigate
 from audit.lineage import artifact_lineage
@@ -20,9 +17,7 @@ from memoryhub.models import Artifact, Summary, Tenant
 
 
 @pytest.fixture
-def demo(db, tmp_path, settings):
-    settings.VAR_DIR = tmp_path  # where load_demo writes its API key file
-    call_command("load_demo", "--no-backdate", stdout=io.StringIO())
+def demo(demo_db):
     tenant = Tenant.objects.get(slug=scenario.TENANT_SLUG)
     artifact = Artifact.objects.get(tenant=tenant, artifact_id=scenario.INCIDENT_ARTIFACT_ID)
     versions = {s.version: s for s in Summary.objects.filter(workflow=artifact.workflow)}

@@ -10,7 +10,7 @@ import pytest
 from audit.models import AuditEntry
 from memoryhub.context.traces import record_trace
 from memoryhub.core.actors import Actor
-from memoryhub.demo import loader, scenario
+from memoryhub.demo import scenario
 from memoryhub.memory import lifecycle
 from memoryhub.memory.summaries import create_summary
 from memoryhub.models import Summary, SummaryStatus, Workflow
@@ -23,9 +23,9 @@ WORKER = Actor.worker("memoryhub.compaction.run_job", "browser-test#1")
 
 
 @pytest.fixture
-def demo():
+def demo(demo_db):
     """The seed scenario, loaded through the real services (back-dated to end three days ago)."""
-    return loader.load(out=lambda *_: None)
+    return demo_db
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from axe_playwright_python.sync_playwright import Axe
 
 from memoryhub.context.traces import record_artifact, record_trace
 from memoryhub.core.actors import Actor
-from memoryhub.demo import loader, other, scenario
+from memoryhub.demo import other, scenario
 from memoryhub.models import Artifact, ConsumerTrace, Summary, Workflow
 from tests.factories import append
 
@@ -24,10 +24,9 @@ WIDTHS = (390, 1280)
 
 
 @pytest.fixture
-def long_demo():
+def long_demo(demo_db):
     """The demo (which already has a 110-character workflow id) plus a 20,000-character unbroken token
     in an event, a trace with a long call id, and an artifact produced by it."""
-    loader.load(out=lambda *_: None)
     wf = Workflow.objects.get(external_id=other.LONG_ID)
     assert len(wf.external_id) == 110
     append(

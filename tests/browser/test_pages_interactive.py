@@ -9,7 +9,7 @@ import re
 import pytest
 from django.db import connections
 
-from memoryhub.demo import loader, scenario
+from memoryhub.demo import scenario
 from memoryhub.models import Workflow
 from triggers import policy
 
@@ -17,8 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def demo():
-    loader.load(out=lambda *_: None)
+def demo(demo_db):
     yield
     connections.close_all()  # ORM calls made inside Playwright's loop hold their own connection
 

@@ -19,8 +19,8 @@ REVIEW_WF = loader.REVIEW_WORKFLOW["external_id"]
 
 
 @pytest.fixture
-def demo():
-    return loader.load(out=lambda *_: None)
+def demo(demo_db):
+    return demo_db
 
 
 def _summary(version: int) -> Summary:

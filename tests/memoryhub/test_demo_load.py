@@ -27,14 +27,6 @@ from memoryhub.models import (
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def loaded(settings, tmp_path):
-    settings.VAR_DIR = tmp_path
-    out = StringIO()
-    call_command("load_demo", "--no-rollups", stdout=out)
-    return out.getvalue()
-
-
 def _wf(external_id: str = scenario.WORKFLOW_ID) -> Workflow:
     return Workflow.objects.get(external_id=external_id)
 

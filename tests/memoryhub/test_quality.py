@@ -4,10 +4,8 @@ rules-5 vs rules-6, decay across versions, token-estimate drift and missed compa
 from __future__ import annotations
 
 import json
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 from django.test import Client
 
 from memoryhub.compaction import get_compactor
@@ -252,9 +250,7 @@ def test_decay_names_the_first_version_that_lost_a_token_and_what_restored_it():
 
 
 @pytest.fixture
-def loaded(db, settings, tmp_path):
-    settings.VAR_DIR = tmp_path
-    call_command("load_demo", stdout=StringIO())
+def loaded(demo_db):
     user = Membership.objects.get(tenant__slug="acme", user__username=scenario.DEMO_USERNAME).user
     web = Client()
     web.force_login(user)

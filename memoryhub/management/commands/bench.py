@@ -16,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 from memoryhub.bench import (
     audit_chain,
     context_read,
+    http,
     ingest,
     langchain_step,
     otel,
@@ -86,6 +87,8 @@ def _quality(opts, log):
 
 
 BENCHMARKS = {
+    # First: what clients feel (through gunicorn), beside CONN_MAX_AGE=0 and in process.
+    "http": lambda opts, log: http.run(log=log),
     "ingest": lambda opts, log: ingest.run(
         events=opts["events"], batch=opts["batch"], clients=opts["clients"], log=log
     ),
