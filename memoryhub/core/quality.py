@@ -92,7 +92,7 @@ _UNITS = (
     r"[kKMGT]i?B|bytes?|tokens?|%|percent|chars?|characters?|lines?|rows?|requests?|req/s|rps|"
     r"qps|files?|tests?|items?|retries|attempts?|workers?|x|×|USD|EUR|GBP|JPY|BHD|CHF|px|MHz|GHz"
 )
-_NUMBER = re.compile(r"(?<![\w.#-])(\d+(?:[.,]\d+)*)\s?(" + _UNITS + r")(?![\w/-])")
+_NUMBER = re.compile(r"(?<![\w.,#-])(\d+(?:[.,]\d+)*)\s?(" + _UNITS + r")(?![\w/-])")
 _IDENTIFIER = re.compile(
     r"(?<![\w./-])(?:"
     r"[A-Z][A-Z0-9]*-\d+[A-Za-z0-9]*"  # JIRA-123, TC-14, E-42
@@ -105,7 +105,9 @@ _IDENTIFIER = re.compile(
     r"|E\d{3,}"  # error codes
     r")(?![\w/-])"
 )
-_COMMAND = re.compile(r"`([^`\n]{2,200})`|(?m:^\s*\$ ([^\n]{2,200})$)")
+# [ \t]* rather than \s*: \s* also crossed newlines, so every blank line restarted a scan to the
+# end of the run (quadratic on a run of newlines); the commands captured are the same.
+_COMMAND = re.compile(r"`([^`\n]{2,200})`|(?m:^[ \t]*\$ ([^\n]{2,200})$)")
 _WORD = re.compile(r"[\w@{}-]+(?:[./:+][\w@{}-]+)*")  # whole words: a/b.py, payments:write
 _PART = re.compile(r"[\w@{}-]+(?:\.[\w@{}-]+)*")  # their parts: a, b.py, payments, write
 _DIGIT = re.compile(r"\d")

@@ -134,6 +134,15 @@ def parse_compactor(compactor: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     if len(canonical_bytes(settings)) > 16_384:
         raise _bad("compactor.settings", "at most 16 KiB of JSON", "invalid_compactor")
     fields = {k: v for k, v in compactor.items() if k in COMPACTOR_FIELDS}
+    name = fields.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise _bad("compactor.name", "the provider's name (a non-empty string) is required", "invalid_compactor")
+    for key, value in fields.items():
+        if key == "token_budget":
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise _bad("compactor.token_budget", "must be a positive integer", "invalid_compactor")
+        elif value is not None and not isinstance(value, str):
+            raise _bad(f"compactor.{key}", "must be a string", "invalid_compactor")
     fields.setdefault("algorithm_version", "observed")
     return fields, settings
 

@@ -63,8 +63,6 @@ UNEXERCISED = {
 # Found by the walker, in modules this branch does not own: strict, so a fix turns them red and the
 # entry goes.
 KNOWN_FAILING = {
-    "api/v1/workflows/<str:wf>/observed-compactions/": "500: KeyError 'name' in "
-    "memoryhub.memory.observed.record_observed_compaction for a hostile compactor object",
     "v1/traces": "a span whose traceId is not hex is answered 409 after its OtelSpan row was "
     "written (the OTLP ingest is being rebuilt by integotel)",
 }

@@ -83,19 +83,19 @@ def test_the_module_has_patterns_to_time():
 def test_each_pattern_is_linear_on_hostile_input(pattern_name):
     pattern = PATTERNS[pattern_name]
     for label, text in HOSTILE.items():
-        began = time.perf_counter()
+        began = time.process_time()
         for _ in pattern.finditer(text):
             pass
         pattern.match(text)
-        took = time.perf_counter() - began
+        took = time.process_time() - began
         assert took < BUDGET_S, f"{pattern_name} took {took:.2f}s on {label}"
 
 
 @pytest.mark.parametrize("label", sorted(HOSTILE))
 def test_the_extractor_is_linear_on_hostile_input(label):
     text = HOSTILE[label]
-    began = time.perf_counter()
+    began = time.process_time()
     salient.units(text + " ")  # uncached (long text)
     salient.obligations("You must keep this. " + text)
-    took = time.perf_counter() - began
+    took = time.process_time() - began
     assert took < 4 * BUDGET_S, f"extractor took {took:.2f}s on {label}"
