@@ -32,7 +32,7 @@ from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Conflict
 from memoryhub.memory import lifecycle
 from memoryhub.memory.events import append_events, parse_batch
-from memoryhub.memory.summaries import CONTENT_FIELDS, create_summary
+from memoryhub.memory.summaries import create_summary
 from memoryhub.memory.workflows import create_workflow
 from memoryhub.models import (
     AlertRule,
@@ -182,18 +182,24 @@ def content_for(start: int, end: int, *, narrative: str = "", drop: tuple[int, .
     ]
     content = {
         "schema": "memoryhub.summary/v1",
-        "narrative": narrative or f"Events {start}-{end}: requirements for POST /payments were discussed.",
+        "narrative": narrative or f"{events_named(start, end)}: requirements for POST /payments were discussed.",
         "facts": facts,
         "open_items": [],
     }
-    if end > start and "dropped" in CONTENT_FIELDS:
-        # rules-7 (the default validator) owes every salient unit of the covered events: this
-        # summary says, as a compactor would, that it left the per-event numbers out (once the
-        # summary service accepts the manifest, branch qcompactor; until then rules-7 fails it).
-        content["dropped"] = [
-            {"seq": start, "kind": "unit", "text": f"seqs {start}-{end}: units not listed", "units": []}
-        ]
+    content["dropped"] = units_left_out(start, end)
     return content
+
+
+def events_named(start: int, end: int) -> str:
+    # "Events 1-1" would state an identifier "1-1" that no event holds (rules-7: fabricated).
+    return f"Event {start}" if start == end else f"Events {start}-{end}"
+
+
+def units_left_out(start: int, end: int) -> list[dict[str, Any]]:
+    """A ``dropped`` manifest saying, as a compactor would, that the per-event numbers of events
+    start..end were left out: rules-7 (the default validator) owes every salient unit of the
+    covered events, kept or declared."""
+    return [{"seq": start, "kind": "unit", "text": f"seqs {start}-{end}: units not listed", "units": []}]
 
 
 def summary_content(narrative: str, facts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -244,8 +250,21 @@ def candidate(
 
 
 def validated(
-    workflow: Workflow, start: int = 1, end: int | None = None, *, validator: str | None = None, **kwargs: Any
+    workflow: Workflow,
+    start: int = 1,
+    end: int | None = None,
+    *,
+    validator: str | None = None,
+    declare_drops: bool = True,
+    **kwargs: Any,
 ) -> Summary:
+    """A VALIDATED summary (setup for tests about what comes after validation). Content given
+    without a ``dropped`` manifest gets one declaring the covered events' units left out, as a
+    compactor would: rules-7 owes every unit kept or declared (``declare_drops=False``: as given)."""
+    content = kwargs.get("content")
+    if declare_drops and content is not None and "dropped" not in content:
+        covered_to = workflow.head_seq if end is None else end
+        kwargs["content"] = {**content, "dropped": units_left_out(start, covered_to)}
     summary = lifecycle.validate(candidate(workflow, start, end, **kwargs), WORKER, validator=validator)
     assert summary.status == "VALIDATED", [v.reasons for v in summary.validations.all()]
     return summary
@@ -522,3 +541,11 @@ def only_rule(tenant, *channels: Channel, **fields: Any) -> AlertRule:
     for other in AlertRule.objects.filter(tenant=tenant, enabled=True):
         update_rule(other, {"enabled": False}, ADMIN)
     return alert_rule(tenant, *channels, **fields)
+
+
+def judged_by(workflow: Workflow, validator: str) -> None:
+    """Give ``workflow`` a policy override that validates with ``validator`` (for tests of job
+    delivery whose fake LLM writes prose that only an older validator accepts as it is)."""
+    from triggers.services import save_policy
+
+    save_policy(workflow.tenant, {"quality": {"validator": validator}}, WORKER, workflow=workflow, partial=True)

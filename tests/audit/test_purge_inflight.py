@@ -20,7 +20,7 @@ from memoryhub.memory import lifecycle
 from memoryhub.memory.summaries import create_summary
 from memoryhub.models import CompactionJob, JobStatus, Summary
 from memoryhub.pipeline import jobs
-from tests.factories import append, event, make_workflow
+from tests.factories import append, event, judged_by, make_workflow, units_left_out
 
 SECRET = "Customer Jane Roe card 4111-1111-1111-1111 disputes charge ch_8812"
 ADMIN = Actor.user("alice")
@@ -137,6 +137,7 @@ def test_activation_re_checks_purges_since_the_source_was_read(tenant):
             "schema": "memoryhub.summary/v1",
             "narrative": "the later part about POST /payments",
             "facts": [],
+            "dropped": units_left_out(5, 12),
         },
         covers_from_seq=5,
         covers_to_seq=12,
@@ -170,6 +171,7 @@ def test_a_real_worker_mid_job_loses_to_the_purge(tenant, alice, tmp_path, setti
 
     app.control.purge()
     wf = secret_workflow(tenant, n=3000)
+    judged_by(wf, "rules-6")  # the fake LLM's prose declares no drops (rules-7 rejects it): a purge-race test
     with fake_llm() as llm:
         settings.MEMORYHUB_LLM_BASE_URL, settings.MEMORYHUB_LLM_MODEL = llm.url, "gpt-test"
         plain = llm.body

@@ -55,6 +55,11 @@ def login_rate(rate: str):
     return override_settings(REST_FRAMEWORK={**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": rates})
 
 
+STAFF = pytest.mark.impossible_state(
+    "admin-site access (is_staff) is granted by manage.py createsuperuser, which no MemoryHub service does"
+)
+
+
 @pytest.fixture
 def staff_alice(alice):
     alice.user.is_staff = alice.user.is_superuser = True
@@ -88,12 +93,14 @@ def test_every_variant_is_the_account_django_logs_into():
 
 
 @pytest.mark.django_db
+@STAFF
 def test_the_full_width_spelling_logs_in_as_alice(staff_alice):
     r = _post("/accounts/login/", FULL_WIDTH, PASSWORD, "10.20.0.1")
     assert r.status_code == 302 and int(r.wsgi_request.session["_auth_user_id"]) == staff_alice.user.pk
 
 
 @pytest.mark.django_db
+@STAFF
 @pytest.mark.parametrize("door", DOORS)
 def test_spelling_variants_share_one_account_budget_on_every_door(door, staff_alice):
     with login_rate(f"{LIMIT}/min"):
@@ -110,6 +117,7 @@ def test_spelling_variants_share_one_account_budget_on_every_door(door, staff_al
 
 
 @pytest.mark.django_db
+@STAFF
 @pytest.mark.parametrize("locked_on", DOORS)
 def test_an_account_locked_on_one_door_is_locked_on_every_door(locked_on, staff_alice):
     with login_rate(f"{LIMIT}/min"):
@@ -122,6 +130,7 @@ def test_an_account_locked_on_one_door_is_locked_on_every_door(locked_on, staff_
 
 
 @pytest.mark.django_db
+@STAFF
 def test_one_address_budget_across_the_doors(staff_alice):
     with login_rate(f"{LIMIT}/min"):
         codes = [
@@ -131,6 +140,7 @@ def test_one_address_budget_across_the_doors(staff_alice):
 
 
 @pytest.mark.django_db
+@STAFF
 def test_the_admin_door_takes_the_right_password_while_the_budget_lasts(staff_alice):
     with login_rate(f"{LIMIT}/min"):
         r = _post("/admin/login/", "alice", PASSWORD, "10.24.0.1")

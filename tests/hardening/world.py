@@ -40,7 +40,7 @@ from memoryhub.models import (
 from memoryhub.observe.alerting import services as alerting
 from memoryhub.pipeline.jobs import request_compaction
 from tests.conftest import Party
-from tests.factories import append, event, make_workflow
+from tests.factories import append, event, make_workflow, units_left_out
 from triggers import services as triggers
 
 BUILDER = Actor.system("tests.hardening")
@@ -137,6 +137,7 @@ def _content(start: int, end: int, label: str) -> dict[str, Any]:
         "narrative": f"{label}: events {start}-{end} discussed requirements for POST /payments.",
         "facts": [],
         "open_items": [],
+        "dropped": units_left_out(start, end),
     }
 
 

@@ -21,7 +21,7 @@ from memoryhub.models import (
     SummaryStatus,
 )
 from memoryhub.pipeline import jobs
-from tests.factories import append, make_workflow, payments, require_approval
+from tests.factories import append, judged_by, make_workflow, payments, require_approval
 from tests.helpers import post
 from tests.memoryhub.llm_endpoint import fake_llm
 
@@ -186,6 +186,10 @@ def test_a_job_that_finishes_after_a_newer_activation_is_a_stale_attempt(setting
     """Job A reads active_revision 0 and calls a slow LLM; job B activates meanwhile; A lands stale."""
     wf = make_workflow(tenant, "race")
     append(wf, payments_workflow(rounds=3))
+    # The fake LLM writes prose that names none of the units it leaves out: rules-7 rejects that
+    # (openai-chat-v2 declares no drops). This test is about delivery, so the workflow validates
+    # with rules-6, under which the outcome depends on the race alone.
+    judged_by(wf, "rules-6")
     with fake_llm() as llm:
         settings.MEMORYHUB_LLM_BASE_URL, settings.MEMORYHUB_LLM_MODEL = llm.url, "gpt-test"
         llm.gate = threading.Event()
@@ -237,6 +241,10 @@ def test_transient_errors_retry_then_fail_with_every_attempt(settings, wf):
 
 
 def test_a_transient_error_then_success_activates(settings, wf):
+    # The fake LLM writes prose that names none of the units it leaves out: rules-7 rejects that
+    # (openai-chat-v2 declares no drops). This test is about delivery, so the workflow validates
+    # with rules-6, under which the outcome depends on the retries alone.
+    judged_by(wf, "rules-6")
     with fake_llm() as llm:
         settings.MEMORYHUB_LLM_BASE_URL, settings.MEMORYHUB_LLM_MODEL = llm.url, "gpt-test"
         llm.statuses = [429]

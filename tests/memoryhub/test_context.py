@@ -14,7 +14,16 @@ from memoryhub.context.assembly import (
 from memoryhub.core.errors import InvalidInput
 from memoryhub.models import Event, Workflow
 from memoryhub.models.workflows import EVENT_API_FIELDS
-from tests.factories import activated, add_events, append, append_n, build_workflow, event, make_workflow
+from tests.factories import (
+    activated,
+    add_events,
+    append,
+    append_n,
+    build_workflow,
+    content_for,
+    event,
+    make_workflow,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -214,7 +223,8 @@ def test_include_dropped_without_a_manifest_or_summary_is_empty(api, tenant):
         "events": [],
         "next_from_seq": None,
     }
-    activated(workflow, 1, 8, validator="rules-5")
+    no_manifest = {k: v for k, v in content_for(1, 8).items() if k != "dropped"}
+    activated(workflow, 1, 8, validator="rules-5", content=no_manifest, declare_drops=False)
     assert read(api, include_dropped="true").json()["dropped"]["declared_seqs"] == 0
 
 

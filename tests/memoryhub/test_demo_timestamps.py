@@ -16,16 +16,6 @@ from django.utils import timezone
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def loaded(settings, tmp_path):
-    from io import StringIO
-
-    from django.core.management import call_command
-
-    settings.VAR_DIR = tmp_path
-    call_command("load_demo", "--no-rollups", stdout=StringIO())
-
-
 def _datetime_columns() -> list[tuple[type[models.Model], str]]:
     return [
         (model, field.name)

@@ -55,7 +55,7 @@ def value(tenant, metric, minutes=60, prefix=""):
 
 def filler(start: int, end: int):
     """Content for events of ``add_tokens`` (they state nothing a summary must keep)."""
-    return f.summary_content(f"Events {start}-{end} are filler.")
+    return f.summary_content(f"{f.events_named(start, end)} are filler.")
 
 
 def test_registry_has_every_design_metric_and_the_default_rule_metrics():

@@ -25,7 +25,7 @@ from memoryhub.pipeline import jobs
 from memoryhub.pipeline.worker import running_worker
 from memoryhub.schedules import BEAT_SCHEDULE
 from memoryhub.tasks.compaction import run_compaction
-from tests.factories import payments
+from tests.factories import judged_by, payments
 from tests.memoryhub.llm_endpoint import FakeLLM, fake_llm
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -98,6 +98,7 @@ def test_the_same_job_delivered_three_times_concurrently_makes_one_summary(empty
 
 
 def test_a_worker_killed_mid_task_is_redelivered_and_completes_once(empty_broker, wf, llm, tmp_path):
+    judged_by(wf, "rules-6")  # the fake LLM's prose declares no drops (rules-7 rejects it): a delivery test
     env = llm_env(llm, MEMORYHUB_COMPACTION_LEASE_SECONDS="3")
     llm.gate = threading.Event()  # hold the first answer: the worker is mid-task
     with running_worker(env=env, log_dir=tmp_path, name="doomed") as doomed:
@@ -141,6 +142,7 @@ def test_a_job_whose_worker_always_dies_ends_failed_instead_of_looping(empty_bro
 
 
 def test_transient_llm_errors_are_retried_with_backoff_by_the_worker(empty_broker, wf, llm, tmp_path):
+    judged_by(wf, "rules-6")  # the fake LLM's prose declares no drops (rules-7 rejects it): a delivery test
     llm.statuses = [500, 503]
     env = llm_env(llm, MEMORYHUB_COMPACTION_RETRY_BACKOFF="0.2")
     with running_worker(env=env, log_dir=tmp_path):
