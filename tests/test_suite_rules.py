@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from memoryhub.accounts.tenancy import create_tenant
 from memoryhub.models import Tenant
 from tests.snapshots import Snapshot
 
@@ -139,11 +140,10 @@ def test_each_xdist_worker_gets_its_own_var_dir_database_and_broker(tmp_path):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_snapshot_brings_the_database_back_as_it_was(tmp_path):
-    Tenant.objects.create(slug="kept", name="Kept")
+    create_tenant("kept", "Kept")
     snapshot = Snapshot("rules-probe", tmp_path)
     try:
-        Tenant.objects.filter(slug="kept").delete()
-        Tenant.objects.create(slug="later", name="Later")
+        create_tenant("later", "Later")
         snapshot.restore()
         assert sorted(Tenant.objects.values_list("slug", flat=True)) == ["kept"]
     finally:
