@@ -101,6 +101,8 @@ TEMPLATES = [
 # --- Database -------------------------------------------------------------------------------
 SQLITE_PATH = VAR_DIR / "memoryhub.sqlite3"
 DATABASES = {"default": env.db("DATABASE_URL", f"sqlite:///{SQLITE_PATH}")}
+# Read whatever the database (checked at start either way); PostgreSQL uses it below.
+CONN_HEALTH_CHECKS = env.bool("CONN_HEALTH_CHECKS", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The web server and a worker write at once: WAL + busy timeout + IMMEDIATE transactions,
     # otherwise writes fail with "database is locked". IMMEDIATE also serialises appends, which is
@@ -119,7 +121,7 @@ else:
     # the pooler keeps the connections, and a session's prepared statements do not survive it.
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", 600, min=0))
     # A reused connection that died (failover, restart) is replaced instead of failing a request.
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("CONN_HEALTH_CHECKS", True)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = CONN_HEALTH_CHECKS
 # A streaming read replica (PostgreSQL): lag-tolerant reads go there (memoryhub/core/db_router.py).
 _replica = env.db("DATABASE_REPLICA_URL", "")
 if _replica:
