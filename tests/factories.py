@@ -182,7 +182,8 @@ def content_for(start: int, end: int, *, narrative: str = "", drop: tuple[int, .
     ]
     content = {
         "schema": "memoryhub.summary/v1",
-        "narrative": narrative or f"{events_named(start, end)}: requirements for POST /payments were discussed.",
+        "narrative": narrative
+        or f"{events_named(start, end)}: requirements for POST /payments were discussed.",
         "facts": facts,
         "open_items": [],
     }
@@ -548,4 +549,6 @@ def judged_by(workflow: Workflow, validator: str) -> None:
     delivery whose fake LLM writes prose that only an older validator accepts as it is)."""
     from triggers.services import save_policy
 
-    save_policy(workflow.tenant, {"quality": {"validator": validator}}, WORKER, workflow=workflow, partial=True)
+    save_policy(
+        workflow.tenant, {"quality": {"validator": validator}}, WORKER, workflow=workflow, partial=True
+    )

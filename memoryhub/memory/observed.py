@@ -202,12 +202,14 @@ def _repeat(job: CompactionJob, content_hash: str, covers_to_seq: int) -> Observ
             code="observation_conflict",
             summary_id=summary.summary_id,
         )
-    latest = summary.validations.order_by("-created_at", "-id").first()
+    # The validator's verdict on this observation, as the first call reported it (the observer's
+    # waiver that may follow it never reads as a pass): a repeat answers the same.
+    verdict = summary.validations.order_by("created_at", "id").first()
     return ObservedResult(
         summary=summary,
         job=job,
         created=False,
-        validation=latest.result if latest else "not_validated",
+        validation=verdict.result if verdict else "not_validated",
         activation=job.outcome or "pending",  # the first call is still validating/activating
     )
 

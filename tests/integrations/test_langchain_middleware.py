@@ -42,7 +42,7 @@ def test_agent_compacts_twice_and_a_tool_result_reaches_the_summary_the_model_re
             "extractive-summarizer-1",
         )
         assert summary.prompt_template_version == "langchain-default"
-        assert summary.validations.get().passed
+        assert _observed_verdict_holds(summary)
     assert [s.status for s in summaries] == ["SUPERSEDED"] * (len(summaries) - 1) + ["ACTIVE"]
     assert summaries[0].covers_to_seq < summaries[1].covers_to_seq
     # The trigger (not a recount) decided: every compaction follows a logged "compact" decision.
@@ -113,3 +113,12 @@ def test_only_new_messages_are_sent_on_the_next_call(hub, tmp_path):
     messages.append(HumanMessage("m5", id="m5"))
     middleware.before_model({"messages": messages}, None)
     assert len(middleware.last_step["events"]) == 1 and middleware.last_step["head_seq"] == 6
+
+
+def _observed_verdict_holds(summary) -> bool:
+    """rules-7 judges the framework's summary as written; what it fails, the observer waives,
+    saying so (memoryhub.memory.observed), so the pointer shows what the model reads. The verdict
+    holds when the last record passes and any failure before it was waived, never overwritten."""
+    records = list(summary.validations.order_by("created_at", "id"))
+    last = records[-1]
+    return last.passed and (records[0].passed or bool(last.waived_checks and last.waived_by))

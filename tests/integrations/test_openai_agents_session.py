@@ -134,7 +134,7 @@ def test_a_readable_compaction_is_validated_and_activated(hub, readable_compact_
     assert summaries and summaries[-1].status == "ACTIVE", [s.validations.last().reasons for s in summaries]
     content = json.loads(summaries[0].content)
     assert "opaque" not in content and "A-1001: shipped" in content["narrative"]
-    assert summaries[0].validations.get().passed
+    assert _observed_verdict_holds(summaries[0])
     assert run.session.summaries[-1]["summary_id"] == summaries[-1].summary_id
 
 
@@ -257,3 +257,12 @@ def test_pop_and_clear_are_durable_and_never_replayed_as_messages(hub, tmp_path)
     assert len(notes) == 2 and notes[0].startswith("pop_item: the session withdrew oa:")
     assert notes[1].startswith("clear_session: the session dropped 2 item(s)")
     assert asyncio.run(session.get_items(limit=0)) == []
+
+
+def _observed_verdict_holds(summary) -> bool:
+    """rules-7 judges the framework's summary as written; what it fails, the observer waives,
+    saying so (memoryhub.memory.observed), so the pointer shows what the model reads. The verdict
+    holds when the last record passes and any failure before it was waived, never overwritten."""
+    records = list(summary.validations.order_by("created_at", "id"))
+    last = records[-1]
+    return last.passed and (records[0].passed or bool(last.waived_checks and last.waived_by))
