@@ -19,6 +19,7 @@ from memoryhub.core.canonical import hash_text, sha256_hex
 from memoryhub.core.errors import InvalidInput, NotFound
 from memoryhub.memory.summaries import compactor_config, summary_dict, trace_dict
 from memoryhub.models import ConsumerTrace, Event, Summary, Tenant
+from memoryhub.models.traces import TRACE_RESULT_FIELDS
 from memoryhub.models.workflows import EVENT_CLIENT_FIELDS
 
 BUNDLE_SCHEMA = "memoryhub.replay/v1"
@@ -53,6 +54,9 @@ BUNDLE_TRACE_FIELDS = (
     "head_seq_at_read",
     "thread_id",
     "fallback_reason",
+    # What the call was sent and answered, where recorded (null: not recorded): a replay compares
+    # its own answer with this one.
+    *TRACE_RESULT_FIELDS,
 )
 
 
@@ -189,7 +193,12 @@ def replay_bundle(trace: ConsumerTrace) -> dict[str, Any]:
             "graph_release": workflow.graph_release,
             "head_seq": workflow.head_seq,
         },
-        "trace": trace_dict(trace, BUNDLE_TRACE_FIELDS, at=trace.at.isoformat()),
+        "trace": trace_dict(
+            trace,
+            BUNDLE_TRACE_FIELDS,
+            at=trace.at.isoformat(),
+            cost_usd=float(trace.cost_usd) if trace.cost_usd is not None else None,
+        ),
         "context_id": trace.context_id,
         "manifest_hash": trace.manifest_hash,
         "manifest_check": _manifest_check(trace, summary, watermark),

@@ -25,6 +25,25 @@ def pytest_configure(config):
     """Settings create no directories at import: the SQLite test database and WhiteNoise's static
     root live under var/, so make it here (a fresh clone has none)."""
     (settings.VAR_DIR / "staticfiles").mkdir(parents=True, exist_ok=True)
+    if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        _budget_postgres_connections()
+
+
+def _budget_postgres_connections() -> None:
+    """Share the server's connections among the xdist workers (tests/connection_budget.py)."""
+    import psycopg
+
+    from tests import connection_budget
+
+    db = settings.DATABASES["default"]
+    with psycopg.connect(
+        host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], password=db["PASSWORD"], dbname="postgres"
+    ) as conn:
+        max_connections, reserved = (
+            int(conn.execute(f"SHOW {name}").fetchone()[0])
+            for name in ("max_connections", "superuser_reserved_connections")
+        )
+    connection_budget.install(max_connections, reserved, connection_budget.xdist_workers())
 
 
 def pytest_report_header(config):
@@ -153,8 +172,8 @@ def empty_broker():
 @dataclass
 class DemoTemplate:
     """The seed scenario loaded once per session by ``manage.py load_demo --no-rollups`` (the real
-    services, back-dated), kept as a database snapshot. Without the metric rollups: backfilling
-    them is most of a load's time, and only tests/memoryhub/test_demo_rollups.py reads them."""
+    services, back-dated), kept as a database snapshot. Without the metric rollups: only
+    tests/memoryhub/test_demo_rollups.py reads them, and it loads its own demo."""
 
     output: str  # what the command printed
     var_dir: Path  # the files it wrote (demo-api-key.txt)

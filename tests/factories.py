@@ -25,13 +25,16 @@ from django.utils import timezone
 
 from audit.models import Purge
 from audit.purge import purge_events
+from memoryhub.compaction.budgeted import sealed
 from memoryhub.compaction.samples import payments_workflow
 from memoryhub.context.assembly import assemble_context
 from memoryhub.context.traces import record_artifact, record_trace
+from memoryhub.core import verdicts
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Conflict
 from memoryhub.memory import lifecycle
 from memoryhub.memory.events import append_events, parse_batch
+from memoryhub.memory.sources import source_events
 from memoryhub.memory.summaries import create_summary
 from memoryhub.memory.workflows import create_workflow
 from memoryhub.models import (
@@ -198,8 +201,8 @@ def events_named(start: int, end: int) -> str:
 
 def units_left_out(start: int, end: int) -> list[dict[str, Any]]:
     """A ``dropped`` manifest saying, as a compactor would, that the per-event numbers of events
-    start..end were left out: rules-7 (the default validator) owes every salient unit of the
-    covered events, kept or declared."""
+    start..end were left out: the validator owes every salient unit of the covered events, kept or
+    declared (``candidate`` seals its census, as extractive-v3 does)."""
     return [{"seq": start, "kind": "unit", "text": f"seqs {start}-{end}: units not listed", "units": []}]
 
 
@@ -238,7 +241,9 @@ def candidate(
     """A CANDIDATE through ``create_summary`` (default content: ``content_for(start, end)``)."""
     workflow.refresh_from_db()
     end = workflow.head_seq if end is None else end
-    content = kwargs.pop("content", None) or content_for(start, end)
+    content = sealed_as_a_compactor_would(
+        workflow, start, end, kwargs.pop("content", None) or content_for(start, end)
+    )
     return create_summary(
         workflow,
         content=content,
@@ -248,6 +253,14 @@ def candidate(
         actor=kwargs.pop("actor", WORKER),
         **kwargs,
     )
+
+
+def sealed_as_a_compactor_would(workflow: Workflow, start: int, end: int, content: Any) -> Any:
+    """``content`` whose aggregated ``dropped`` entries state their census over the covered events,
+    as extractive-v3 writes them (rules-8 takes a range as declaring only what its census counts)."""
+    if not isinstance(content, dict) or not content.get("dropped"):
+        return content
+    return sealed(content, verdicts.build_evidence(source_events(workflow, start, end)))
 
 
 def validated(

@@ -16,6 +16,7 @@ from typing import Any
 
 import time_machine
 from django.db import connection
+from django.urls import URLPattern, URLResolver, get_resolver
 
 T0 = datetime(2030, 1, 15, 12, 0, tzinfo=UTC)
 
@@ -37,6 +38,12 @@ def form_post(client, url: str, data: dict | None = None, *, page: str = "/overv
     if "csrftoken" not in client.cookies:
         client.get(page)  # any page with a form sets the CSRF cookie
     return client.post(url, {**(data or {}), "csrfmiddlewaretoken": client.cookies["csrftoken"].value})
+
+
+# What a test of a deadline allows beyond the deadline: CI runs two suites on two shared cores,
+# and at load average 5 a call bounded at 150 ms returned after 326 ms. A deadline that is not
+# kept shows as the stalled call's own timeout (seconds), far beyond this.
+DEADLINE_SLACK_S = 1.0
 
 
 def race(n: int, work: Callable[[], Any]) -> list:
@@ -132,3 +139,19 @@ class Receiver:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def url_routes() -> list[tuple[str, URLPattern]]:
+    """Every (route text, pattern) of the URL conf, includes flattened."""
+    found = []
+
+    def walk(resolver: URLResolver, prefix: str) -> None:
+        for entry in resolver.url_patterns:
+            route = prefix + str(entry.pattern).lstrip("^")
+            if isinstance(entry, URLResolver):
+                walk(entry, route)
+            else:
+                found.append((route, entry))
+
+    walk(get_resolver(), "")
+    return found

@@ -26,6 +26,7 @@ from functools import cached_property
 from typing import Any
 
 from memoryhub.core.quality import default_quality, merged_quality, quality_errors
+from memoryhub.core.repair_policy import default_repair, merged_repair, repair_errors
 
 ACTION_CONTINUE = "continue"
 ACTION_COMPACT = "compact"
@@ -57,6 +58,16 @@ STRATEGY_NAMES: tuple[str, ...] = tuple(STRATEGY_SCHEMA)
 
 # The seed's "practical policy": projected budget + safe boundary + an emergency guard.
 DEFAULT_ENABLED = frozenset({"emergency_guard", "projected_next_step", "workflow_boundary"})
+
+
+def _setting(value: Any) -> str:
+    """A threshold as the policy form shows it (12,000; 0.6; on/off; "auto" for None)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None:
+        return "auto"
+    return f"{value:,}" if isinstance(value, int | float) else str(value)
+
 
 STRATEGY_LABELS = {
     "absolute_tokens": "absolute token threshold",
@@ -140,6 +151,9 @@ class PolicySpec:
     # Compaction quality gate: validator version, per-class retention floors, fabricated limit
     # (memoryhub.core.quality.default_quality()).
     quality: dict[str, Any] = field(default_factory=default_quality)
+    # What a framework's lossy compaction gets: hand-back, block or observe
+    # (memoryhub.core.repair_policy.default_repair()).
+    repair: dict[str, Any] = field(default_factory=default_repair)
 
     # -- derived numbers -------------------------------------------------------------------
 
@@ -180,6 +194,27 @@ class PolicySpec:
     def enabled(self, name: str) -> bool:
         return bool(self.strategy(name)["enabled"])
 
+    def inert_thresholds(self) -> list[tuple[str, str]]:
+        """(field, note) for each threshold set away from its default on a strategy that is off:
+        it decides nothing until the strategy is enabled (a lowered absolute threshold on the
+        default policy, say), so the pages say so instead of silently ignoring it."""
+        notes = []
+        for name, schema in STRATEGY_SCHEMA.items():
+            if self.enabled(name):
+                continue
+            settings = self.strategy(name)
+            for key, (_kind, _lo, _hi, default) in schema.items():
+                if settings[key] != default:
+                    notes.append(
+                        (
+                            f"strategies.{name}.{key}",
+                            f"{STRATEGY_LABELS.get(name, name)}: {key} is {_setting(settings[key])} (default "
+                            f"{_setting(default)}) but the strategy is off, so it changes nothing; enable it "
+                            "to use it",
+                        )
+                    )
+        return notes
+
     @property
     def trigger_tokens(self) -> int:
         """Lowest history size at which an enabled token threshold fires (≤ safe_budget).
@@ -207,7 +242,7 @@ class PolicySpec:
 
     def validate(self) -> list[tuple[str, str]]:
         """Every reason this policy is impossible, as (field, message); empty means valid."""
-        errors: list[tuple[str, str]] = quality_errors(self.quality)
+        errors: list[tuple[str, str]] = quality_errors(self.quality) + repair_errors(self.repair)
         for name in ("model", "encoding"):
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
@@ -318,6 +353,7 @@ class PolicySpec:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["strategies"] = {name: self.strategy(name) for name in STRATEGY_NAMES}
         data["quality"] = merged_quality(self.quality)
+        data["repair"] = merged_repair(self.repair)
         data["safe_budget"] = self.safe_budget
         data["usable_input_tokens"] = self.usable_input_tokens
         data["hard_limit"] = self.hard_limit

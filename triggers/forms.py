@@ -12,6 +12,7 @@ from typing import Any
 from django import forms
 
 from memoryhub.core.errors import InvalidInput
+from memoryhub.core.repair_policy import DEFAULT_GATE, DEFAULT_MAX_TOKENS
 from triggers.engine import STRATEGY_LABELS, STRATEGY_NAMES, STRATEGY_SCHEMA, PolicySpec
 
 SCALARS = (
@@ -48,6 +49,21 @@ class PolicyForm(forms.Form):
     """A ContextPolicy as HTML inputs (one enabled checkbox and thresholds per strategy)."""
 
     require_approval = forms.BooleanField(required=False, label="Require human approval before activation")
+    # What a framework's lossy compaction gets (memoryhub.core.repair_policy); blank = the defaults.
+    repair_gate = forms.ChoiceField(
+        required=False,
+        label="When a framework's summary lost something",
+        choices=[
+            ("repair", "repair: hand back what it lost"),
+            ("block", "block: keep the previous context (where the framework can)"),
+            ("observe", "observe: record the verdict only"),
+        ],
+    )
+    repair_resummarize = forms.BooleanField(
+        required=False,
+        label="LangChain: one more summarization naming what was lost (the better one is used)",
+    )
+    repair_max_tokens = forms.IntegerField(required=False, label="Hand-back budget (tokens)")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -75,6 +91,12 @@ class PolicyForm(forms.Form):
         data = spec.to_dict()
         initial = {name: data[name] for name, _ in SCALARS}
         initial["require_approval"] = spec.require_approval
+        repair = data["repair"]
+        initial.update(
+            repair_gate=repair["gate"],
+            repair_resummarize=repair["resummarize"],
+            repair_max_tokens=repair["max_tokens"],
+        )
         for strategy in STRATEGY_NAMES:
             for key, value in spec.strategy(strategy).items():
                 initial[field_name(strategy, key)] = value
@@ -114,7 +136,15 @@ class PolicyForm(forms.Form):
                 cfg[key] = value
             strategies[strategy] = cfg
         policy["strategies"] = strategies
+        policy["repair"] = {
+            "gate": data.get("repair_gate") or DEFAULT_GATE,
+            "resummarize": bool(data.get("repair_resummarize")),
+            "max_tokens": data.get("repair_max_tokens") or DEFAULT_MAX_TOKENS,
+        }
         return policy
+
+    def repair_fields(self) -> list[forms.BoundField]:
+        return [self[name] for name in ("repair_gate", "repair_resummarize", "repair_max_tokens")]
 
     def add_service_error(self, exc: InvalidInput) -> None:
         """A refusal from the services: per-field errors beside their inputs, else one form error."""
@@ -127,6 +157,8 @@ class PolicyForm(forms.Form):
         """Show the service's (field, message) errors next to the right inputs."""
         for item in exc.extra.get("errors") or [{"field": "", "message": exc.detail}]:
             name = str(item["field"])
+            if name.startswith("repair."):
+                name = "repair_" + name.split(".", 1)[1]
             if name.startswith("strategies."):
                 parts = name.split(".")
                 name = field_name(parts[1], parts[2]) if len(parts) >= 3 else field_name(parts[1], "enabled")

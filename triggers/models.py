@@ -35,6 +35,9 @@ class ContextPolicy(models.Model):
     # Validator version, per-class retention floors and fabricated limit (memoryhub.core.quality);
     # empty means the defaults (rules-6).
     quality = models.JSONField(default=dict, blank=True)
+    # What a framework's lossy compaction gets (memoryhub.core.repair_policy): gate
+    # repair | block | observe, resummarize, max_tokens; empty means the defaults (repair).
+    repair = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
     updated_by = models.CharField(max_length=200, blank=True)
 

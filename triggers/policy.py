@@ -33,6 +33,7 @@ POLICY_FIELDS = (
     "require_approval",
     "strategies",
     "quality",
+    "repair",
 )
 
 

@@ -188,6 +188,7 @@ def save_policy(
     values["min_interval_seconds"] = int(values["min_interval_seconds"])
     values["strategies"] = spec.to_dict()["strategies"]
     values["quality"] = spec.to_dict()["quality"]
+    values["repair"] = spec.to_dict()["repair"]
     values["updated_by"] = str(actor)
     with transaction.atomic():
         row, created = ContextPolicy.objects.update_or_create(
@@ -685,6 +686,7 @@ def simulate_workflow(workflow: Workflow, body: dict[str, Any] | None = None) ->
     result["growth"] = {k: growth[k] for k in ("group", "events", "truncated", "boundaries")}
     result["current_policy"] = current.to_dict()
     result["candidate_policy"] = candidate.to_dict()
+    result["candidate_notes"] = [{"field": f, "note": n} for f, n in candidate.inert_thresholds()]
     return result
 
 

@@ -11,7 +11,10 @@ may cover this step's events).
 * ``events``: each must carry ``client_event_id`` (a re-send returns the stored seqs);
 * ``compactions``: observed compactions (``memoryhub.memory.observed``), each with its
   ``observation_id``; coverage by ``covers_to_seq`` or by ``covers_to_event`` (a client_event_id,
-  so a client that never saw the seqs can still say where the compaction ended);
+  so a client that never saw the seqs can still say where the compaction ended); each answer
+  carries ``repair``, the verdict on what it lost and the items to hand back
+  (``memoryhub.memory.repair``); ``"can_block": true`` says the client can keep its previous
+  context, so a ``gate: block`` policy refuses a lossy summary instead;
 * ``traces``: consumer traces (``memoryhub.context.traces``), idempotent on ``model_call_id``; the
   tail by ``tail_to_seq`` or ``tail_to_event``, the summary by ``summary_id`` or
   ``summary_observation_id`` (the compaction that made it); ``"attest_read": true`` asks the server
@@ -34,6 +37,7 @@ from typing import Any
 from django.db import transaction
 
 from memoryhub.context.assembly import (
+    MANIFEST_MAX_TAIL_EVENTS,
     ReadCoordinates,
     issue_context_id,
     recompute_manifest_hash,
@@ -62,12 +66,10 @@ COMPACTION_FIELDS = frozenset(
         "observation_id",
         "source_refs",
         "activate",
+        "can_block",
     }
 )
 MAX_STEP_TRACES = 100
-# The manifest of the read a step leaves behind hashes every tail event: computed only while the
-# tail is at most this long (what a model can read at once), so a step's cost stays flat.
-MANIFEST_MAX_TAIL_EVENTS = 2000
 MAX_STEP_COMPACTIONS = 10
 
 
@@ -143,6 +145,8 @@ def _parse(payload: Any) -> dict[str, Any]:
             raise _bad(f"compactions[{i}].compactor is required")
         if not isinstance(compaction.get("activate", True), bool):
             raise _bad(f"compactions[{i}].activate must be a boolean")
+        if not isinstance(compaction.get("can_block", False), bool):
+            raise _bad(f"compactions[{i}].can_block must be a boolean")
     traces = _objects(body.get("traces"), "traces", MAX_STEP_TRACES)
     for i, trace in enumerate(traces):
         if ("tail_to_seq" in trace) == ("tail_to_event" in trace):
@@ -198,23 +202,6 @@ class _Seqs:
         return self.known[client_event_id]
 
 
-def _attested_read(workflow: Workflow, trace: dict[str, Any]) -> dict[str, Any]:
-    """Provenance for a trace whose call read "everything up to the head", checked, not trusted.
-
-    Traces are recorded before the step's own events, so the head now is the head that call saw
-    (the client sends in order). When the trace's tail is that head and its summary is the one
-    served, the read is exactly the server's current read: its context id (and manifest while the
-    tail is short) are attached. Anything else stays without provenance (and is flagged so).
-    """
-    workflow = Workflow.objects.select_related("active_summary").get(pk=workflow.pk)
-    context = _context_after(workflow)
-    if trace.get("tail_to_seq") != workflow.head_seq or trace.get("summary_id") != context["summary_id"]:
-        return {}
-    if context["manifest_hash"] is None:
-        return {}
-    return {"context_id": context["context_id"], "manifest_hash": context["manifest_hash"]}
-
-
 def _record_trace(
     workflow: Workflow, raw: dict[str, Any], i: int, seq_of: _Seqs, actor: Any
 ) -> dict[str, Any]:
@@ -230,8 +217,8 @@ def _record_trace(
                 "unknown_summary",
             )
         data["summary_id"] = summary_id
-    if data.pop("attest_read", False) is True and not data.get("context_id"):
-        data.update(_attested_read(workflow, data))
+    # attest_read stays in the trace: record_trace attests the read at the head now, which is the
+    # head that call saw (traces are recorded before the step's own events).
     trace, created = record_trace(workflow, data, actor)
     return {
         "model_call_id": trace.model_call_id,
@@ -245,13 +232,7 @@ def _context_after(workflow: Workflow) -> dict[str, Any]:
     """The read a model call makes right after this step (summary served + tail to the head), as a
     signed context id; with its manifest hash while the tail is short enough to hash cheaply."""
     summary = served_summary(workflow)
-    coords = ReadCoordinates(
-        workflow_pk=workflow.pk,
-        summary_pk=summary.pk if summary else None,
-        summary_status=summary.status if summary else "",
-        watermark=summary.covers_to_seq if summary else 0,
-        head_seq=workflow.head_seq,
-    )
+    coords = ReadCoordinates.served(workflow, summary, workflow.head_seq)
     short = workflow.head_seq - coords.watermark <= MANIFEST_MAX_TAIL_EVENTS
     return {
         "context_id": issue_context_id(coords),
@@ -300,6 +281,7 @@ def run_step(tenant: Tenant, external_id: str, payload: Any, actor: Any) -> dict
                 observation_id=raw["observation_id"],
                 source_refs=raw.get("source_refs"),
                 activate=raw.get("activate", True),
+                can_block=raw.get("can_block", False),
                 actor=actor,
             )
             compactions.append(observed.to_dict())

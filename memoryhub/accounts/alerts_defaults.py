@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from memoryhub.models import AlertRule, Comparator, Tenant
+from memoryhub.models import AlertRule, Comparator, Tenant, WorkflowSource
 
 DEFAULT_RULES: list[dict] = [
     {
@@ -89,6 +89,27 @@ DEFAULT_RULES: list[dict] = [
         "critical_threshold": 0,
         "window_minutes": 60,
     },
+]
+
+
+# Issue #32: a compaction a framework ran on its own (observed, not MemoryHub's job) lost an
+# obligation or a salient unit, or wrote an empty summary. One rule per source that reports such
+# compactions, so the alert names the integration whose compactor lost something
+# (memoryhub_compactions_needing_repair_by_source is the same count per source). LangGraph graphs
+# are compacted by MemoryHub's own jobs, whose summaries the validator gates before activation.
+REPAIR_SOURCES = [source for source in WorkflowSource if source != WorkflowSource.LANGGRAPH]
+DEFAULT_RULES += [
+    {
+        "name": f"{source.label} compactions needed repair",
+        "metric": "compactions_needing_repair",
+        "source_filter": source.value,
+        "aggregation": "sum",
+        "comparator": Comparator.GT,
+        "warning_threshold": 0,
+        "critical_threshold": 5,
+        "window_minutes": 60,
+    }
+    for source in REPAIR_SOURCES
 ]
 
 

@@ -20,13 +20,14 @@ import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.contrib.auth.password_validation import validate_password
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -35,6 +36,7 @@ from audit.log import record
 from memoryhub.accounts.alerts_defaults import install_default_rules
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Conflict, InvalidInput, NotFound
+from memoryhub.core.rows import ModelColumns, PreparedStatement, built_per_vendor
 from memoryhub.models import ApiKey, Membership, Role, Tenant, narrower_role
 
 KEY_PREFIX = "mh_"
@@ -214,6 +216,52 @@ def revoke_api_key(key: ApiKey, actor: Actor, reason: str = "") -> ApiKey:
     return key
 
 
+class _KeyRead:
+    """The statement behind every API request's authentication: the key with its tenant and the
+    role of the human it acts for (an active membership in the key's tenant), in one prepared
+    statement. Written as SQL on purpose: the ORM query (select_related plus a correlated
+    subquery) spent ~1.3 ms compiling per request against ~0.2 ms for the statement itself.
+    Table and column names come from the models; values go through the ORM's converters."""
+
+    def __init__(self) -> None:
+        qn = connection.ops.quote_name
+        user_model = get_user_model()
+
+        def col(model: Any, name: str) -> str:
+            return qn(model._meta.get_field(name).column)
+
+        self.key, self.tenant = ModelColumns(ApiKey, "k"), ModelColumns(Tenant, "t")
+        human_role = (
+            f"(SELECT m.{col(Membership, 'role')} FROM {qn(Membership._meta.db_table)} m "
+            f"JOIN {qn(user_model._meta.db_table)} u ON u.{qn(user_model._meta.pk.column)} = m.{col(Membership, 'user')} "
+            f"WHERE m.{col(Membership, 'tenant')} = k.{col(ApiKey, 'tenant')} "
+            f"AND m.{col(Membership, 'user')} = k.{col(ApiKey, 'acts_for')} AND u.{col(user_model, 'is_active')} "
+            "LIMIT 1)"
+        )
+        self.sql = (
+            f"SELECT {self.key.sql}, {self.tenant.sql}, {human_role} "
+            f"FROM {qn(ApiKey._meta.db_table)} k JOIN {qn(Tenant._meta.db_table)} t "
+            f"ON t.{qn(Tenant._meta.pk.column)} = k.{col(ApiKey, 'tenant')} "
+            f"WHERE k.{col(ApiKey, 'prefix')} = %s"
+        )
+        self.prepared = PreparedStatement("memoryhub_api_key_read", self.sql)
+
+    def fetch(self, prefix: str) -> ApiKey | None:
+        """The key with this prefix (its ``tenant`` loaded, ``human_role`` set), or None."""
+        with connection.cursor() as cursor:
+            cursor.execute(*self.prepared.statement([prefix]))
+            raw = cursor.fetchone()
+        if raw is None:
+            return None
+        key = self.key.instance(raw)
+        key.tenant = self.tenant.instance(raw, self.key.width)
+        key.human_role = raw[-1]  # type: ignore[attr-defined]  # read back by verify_api_key
+        return key
+
+
+_key_read = built_per_vendor(_KeyRead)
+
+
 def verify_api_key(token: str) -> ApiKey | None:
     """The active key matching a bearer token, or None. Constant-time comparison of the hash."""
     if not token.startswith(KEY_PREFIX):
@@ -222,15 +270,7 @@ def verify_api_key(token: str) -> ApiKey | None:
         prefix = token[len(KEY_PREFIX) :].split("_", 1)[0]
     except IndexError:
         return None
-    human_role = Membership.objects.filter(
-        tenant_id=OuterRef("tenant_id"), user_id=OuterRef("acts_for_id"), user__is_active=True
-    ).values("role")[:1]
-    key = (
-        ApiKey.objects.select_related("tenant")
-        .annotate(human_role=Subquery(human_role))
-        .filter(prefix=prefix)
-        .first()
-    )
+    key = _key_read().fetch(prefix)
     if key is None or key.revoked_at is not None:
         return None
     if not hmac.compare_digest(key.secret_hash, _hash_secret(token)):
@@ -238,9 +278,9 @@ def verify_api_key(token: str) -> ApiKey | None:
     if key.acts_for_id is not None:
         # A key never outlives or outranks its human, even if the membership was changed
         # without the services below (the admin site, a shell).
-        if key.human_role is None:
+        if key.human_role is None:  # type: ignore[attr-defined]
             return None
-        key.role = narrower_role(key.role, key.human_role)
+        key.role = narrower_role(key.role, key.human_role)  # type: ignore[attr-defined]
     now = timezone.now()
     if key.last_used_at is None or now - key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)

@@ -84,6 +84,33 @@ def worker(name: str) -> Any:
     return _actors().Actor.worker("bench_activation", name)
 
 
+def _word(k: int) -> str:
+    """``k`` spelled in lowercase letters (0 → "a", 26 → "ba")."""
+    letters = ""
+    while True:
+        k, r = divmod(k, 26)
+        letters = "abcdefghijklmnopqrstuvwxyz"[r] + letters
+        if not k:
+            return letters
+
+
+def _units_declared(workflow: Any, events: int) -> dict[str, Any]:
+    """The ``dropped`` manifest a compactor writes for events whose numbers its summary leaves out,
+    sealed with its census (rules-8 rejects a summary that drops units silently). Empty on trees
+    from before sealed manifests, whose validators did not ask for one."""
+    try:
+        budgeted = _module("compaction", "budgeted")
+        verdicts = _module("core", "verdicts")
+        sources = _module("memory", "sources")
+    except ModuleNotFoundError:
+        return {}
+    if not hasattr(budgeted, "sealed"):
+        return {}
+    entry = {"seq": 1, "kind": "unit", "text": f"seqs 1-{events}: units not listed", "units": []}
+    evidence = verdicts.build_evidence(sources.source_events(workflow, 1, events))
+    return {"dropped": budgeted.sealed({"dropped": [entry]}, evidence)["dropped"]}
+
+
 def setup(workflows: int, summaries: int, events: int) -> tuple[list[Any], dict[int, list[Any]]]:
     """A fresh tenant with ``workflows`` workflows of ``events`` events and ``summaries`` validated
     versions each, all covering every event (so every version is a legal target: the race is
@@ -113,8 +140,12 @@ def setup(workflows: int, summaries: int, events: int) -> tuple[list[Any], dict[
         events_mod.append_events(wf, batch)
         wf = Workflow.objects.get(pk=wf.pk)
         pool[wf.pk] = []
+        manifest = _units_declared(wf, events)
         for k in range(summaries):
-            content = {"narrative": f"summary {k} of events 1-{events}", "facts": [], "open_items": []}
+            # Each version's text differs by a word, not a number: a number no event holds would be
+            # a fabricated unit to today's validators.
+            content = {"narrative": f"summary {_word(k)} of events 1-{events}", "facts": [], "open_items": []}
+            content.update(manifest)
             summary = summaries_mod.create_summary(
                 wf,
                 content=content,

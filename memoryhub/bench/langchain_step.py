@@ -15,6 +15,14 @@ this process, against a real gunicorn server on a loopback port:
 The history is loaded into MemoryHub first (the middleware's own catch-up, in chunks of the
 server's batch maximum) and not timed. Medians over the calls; after each size the server's
 event and trace counts are checked against what was sent (nothing lost, nothing doubled).
+
+``repair`` (issue #32): the cost of the repair step on a compaction turn. The same conversation
+(``memoryhub.examples.repair_scenario``: the summarizer drops a requirement, a constraint and two
+identifiers) is compacted ``repair_rounds`` times with ``repair=False`` (LangChain's behaviour:
+the step is queued, the agent does not wait) and with repair on (``POST …/repair/`` is answered
+and the hand-back appended; the step that records the compaction is queued as before). ``overhead_p50_ms`` = median with repair − median without;
+``round_trips`` = requests the agent waited for on that turn (with repair: 1; without: 0); each
+repaired summary is checked to hold all four things again.
 """
 
 from __future__ import annotations
@@ -81,7 +89,89 @@ def _median_ms(samples: list[float]) -> float:
     return round(statistics.median(samples) * 1000, 3)
 
 
-def run(sizes: list[int] | None = None, calls: int = 30, log=print) -> dict[str, Any]:
+def _scenario() -> list[Any]:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from memoryhub.examples.repair_scenario import TURNS
+
+    messages: list[Any] = []
+    for i, (role, text) in enumerate(TURNS):
+        cls = HumanMessage if role == "user" else AIMessage
+        messages.append(cls(text, id=f"rep-{i}"))
+    messages.append(HumanMessage("What should I do first?", id="rep-last"))
+    return messages
+
+
+def repair_overhead(base: str, secret: str, spool: str, stamp: str, rounds: int = 20) -> dict[str, Any]:
+    """The repair step's cost on a compaction turn (see the module doc)."""
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+    from memoryhub.client.resilience import HubConfig, ResilientHub
+    from memoryhub.examples.repair_scenario import LOSSY_SUMMARY, MUST_RETURN
+    from memoryhub.integrations.langchain import MemoryHubSummarizationMiddleware
+
+    times: dict[bool, list[float]] = {False: [], True: []}
+    trips: dict[bool, list[int]] = {False: [], True: []}
+    for k in range(rounds):
+        for repair in (False, True):
+            messages = _scenario()
+            hub = ResilientHub(
+                HubConfig(
+                    url=base, api_key=secret, spool_dir=Path(spool, f"repair-{k}-{repair}"), deadline=30.0
+                ),
+                component="bench",
+            )
+            middleware = MemoryHubSummarizationMiddleware(
+                FakeListChatModel(responses=[LOSSY_SUMMARY]),
+                hub=hub,
+                workflow_id=f"bench-repair-{stamp}-{k}-{int(repair)}",
+                trigger=("messages", len(messages)),
+                keep=("messages", 2),
+                repair=repair,
+            )
+            middleware.before_model({"messages": messages[:-1]}, None)  # the history, not timed
+            if not hub.flush(timeout=60):
+                raise RuntimeError(f"repair bench: history not delivered: {hub.status()}")
+            waited = 0
+
+            def counting(method: Any) -> Any:
+                def counted(*args: Any, **kwargs: Any) -> Any:
+                    nonlocal waited
+                    waited += 1
+                    return method(*args, **kwargs)
+
+                return counted
+
+            # Count the requests the agent waits for (the background drainer has its own client).
+            hub.client.step = counting(hub.client.step)  # type: ignore[method-assign]
+            hub.client.repair_verdict = counting(hub.client.repair_verdict)  # type: ignore[method-assign]
+            started = time.perf_counter()
+            update = middleware.before_model({"messages": messages}, None)
+            times[repair].append(time.perf_counter() - started)
+            trips[repair].append(waited)
+            if update is None:
+                raise RuntimeError("repair bench: the trigger did not fire")
+            summary = str(update["messages"][1].content)
+            if repair and not all(value in summary for value in MUST_RETURN):
+                raise RuntimeError(f"repair bench: not repaired: {summary!r} ({middleware.last_repair})")
+            hub.flush(timeout=60)
+            hub.close()
+    off, on = _median_ms(times[False]), _median_ms(times[True])
+    return {
+        "rounds": rounds,
+        "without_repair_p50_ms": off,
+        "with_repair_p50_ms": on,
+        "overhead_p50_ms": round(on - off, 3),
+        "with_repair_p90_ms": round(sorted(times[True])[int(0.9 * (rounds - 1))] * 1000, 3),
+        "round_trips": max(trips[True]),
+        "round_trips_without": max(trips[False]),
+        "restored": "requirement, constraint and both identifiers in every repaired summary",
+    }
+
+
+def run(
+    sizes: list[int] | None = None, calls: int = 30, log=print, repair_rounds: int = 20
+) -> dict[str, Any]:
     # The memoryhub[langchain] extra: imported when this benchmark runs.
     from langchain.agents.middleware.summarization import SummarizationMiddleware
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
@@ -159,6 +249,14 @@ def run(sizes: list[int] | None = None, calls: int = 30, log=print) -> dict[str,
                 f"langchain: {n:>7,} messages  LangChain {row['langchain_ms']:8.3f} ms   ours (agent) "
                 f"{row['agent_ms']:7.3f} ms = {row['agent_speedup']:6.1f}x   ours (synced, HTTP) "
                 f"{row['synced_ms']:7.3f} ms = {row['synced_speedup']:5.2f}x   catch-up {row['catch_up_s']} s"
+            )
+        if repair_rounds:
+            repair = results["repair"] = repair_overhead(base, secret, spool, stamp, repair_rounds)
+            log(
+                f"langchain repair (compaction turn, {repair_rounds} rounds): without "
+                f"{repair['without_repair_p50_ms']:.3f} ms, with {repair['with_repair_p50_ms']:.3f} ms p50 "
+                f"(p90 {repair['with_repair_p90_ms']:.3f} ms) = +{repair['overhead_p50_ms']:.3f} ms, "
+                f"{repair['round_trips']} round trip(s) waited (without: {repair['round_trips_without']})"
             )
     first, last = str(sizes[0]), str(sizes[-1])
     results["agent_growth"] = round(results[last]["agent_ms"] / results[first]["agent_ms"], 2)

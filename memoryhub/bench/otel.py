@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+from django.conf import settings
 
 from memoryhub.accounts.tenancy import create_tenant, issue_api_key
 from memoryhub.bench.server import running_server
@@ -136,7 +137,7 @@ def run(
             made = sum(len(e) for _, e in slice_rows)
             # (a) the same number of requests as OTLP: each carries one workflow's rows, so a
             #     request holds ~``conversations``× more rows per workflow than an OTLP request did.
-            per_request = max(1, made // max(1, len(bodies)))
+            per_request = min(settings.MEMORYHUB_MAX_BATCH_EVENTS, max(1, made // max(1, len(bodies))))
             started = time.perf_counter()
             for external_id, events in slice_rows:
                 for at in range(0, len(events), per_request):

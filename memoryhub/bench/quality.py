@@ -39,6 +39,7 @@ from typing import Any
 
 from memoryhub.bench.corpus import GENRES, Label, LabelledWorkflow, generate
 from memoryhub.compaction import get_compactor
+from memoryhub.compaction.budgeted import sealed
 from memoryhub.compaction.extract import coverable_prefix, first_sentence, open_items
 from memoryhub.compaction.tokens import count_json_tokens
 from memoryhub.compaction.types import (
@@ -49,6 +50,7 @@ from memoryhub.compaction.types import (
     dropped_seqs,
 )
 from memoryhub.core import quality as q
+from memoryhub.core import verdicts
 from memoryhub.core.canonical import canonical_bytes, sha256_hex
 from memoryhub.core.tokens import count_many
 from memoryhub.memory import validation
@@ -367,15 +369,40 @@ def _replace_in_content(content: dict[str, Any], old: str, new: str) -> dict[str
     return out if hits else None
 
 
-def _without_unit(content: dict[str, Any], unit: str) -> dict[str, Any] | None:
-    """``content`` with every narrative line stating ``unit`` removed (a silent loss)."""
+def _without_unit(content: dict[str, Any], unit: str) -> tuple[dict[str, Any], list[str]] | None:
+    """``content`` with every narrative line stating ``unit`` removed (a silent loss), and the
+    lines removed."""
     lines = content.get("narrative", "").split("\n")
     kept = [line for line in lines if not _present(unit, line)]
     if len(kept) == len(lines) or any(_present(unit, f.get("text", "")) for f in content.get("facts", [])):
         return None
     out = copy.deepcopy(content)
     out["narrative"] = "\n".join(kept)
-    return out
+    return out, [line for line in lines if _present(unit, line)]
+
+
+_SUMMARY_LINE = re.compile(r"^#(?P<seq>\d+) [^:]*?(?:\[(?P<tag>[a-z]+)\])?: (?P<text>.*)$")
+_TAG_KINDS = {"must": "obligation", "decision": "decision"}
+
+
+def _declaring(
+    content: dict[str, Any], removed: list[str], label: Label, events: list[SourceEvent]
+) -> dict[str, Any]:
+    """``content`` whose manifest declares every line removed from it: the removed sentence quoted
+    under its seq (an obligation or decision as one), so nothing went missing silently. Its
+    aggregated entries are sealed again, as a compactor seals every manifest it writes (a census
+    counts what is missing, and the edit changed that)."""
+    out = copy.deepcopy(content)
+    manifest = out.setdefault(DROPPED_FIELD, [])
+    # the unit under the seq that stated it (the line removed may have kept it from another seq)
+    manifest.append({"seq": label.seq, "kind": "unit", "text": "", "units": [label.text]})
+    for line in removed:
+        m = _SUMMARY_LINE.match(line)
+        seq, tag, text = (int(m["seq"]), m["tag"], m["text"]) if m else (label.seq, None, line)
+        manifest.append(
+            {"seq": seq, "kind": _TAG_KINDS.get(tag or "", "unit"), "text": text, "units": [label.text]}
+        )
+    return sealed(out, verdicts.build_evidence(events))
 
 
 def _mutate_char(value: str, rng: random.Random) -> str:
@@ -457,11 +484,19 @@ def newest_validator() -> str:
     return validation.VALIDATOR_VERSIONS[-1]
 
 
-def validate(content: dict[str, Any], events: list[SourceEvent], version: Version, validator: str) -> bool:
+def validate(
+    content: dict[str, Any],
+    events: list[SourceEvent],
+    version: Version,
+    validator: str,
+    *,
+    budget: int | None = None,
+) -> bool:
     data = canonical_bytes(content)
     upto = version.covers_to_seq
+    budget = version.budget if budget is None else budget
     return validation.validate_summary(
-        data, sha256_hex(data), 1, upto, events[:upto], None, version.budget, upto, version=validator
+        data, sha256_hex(data), 1, upto, events[:upto], None, budget, upto, version=validator
     ).passed
 
 
@@ -511,16 +546,18 @@ def judge(
         ]
         if units_in:
             label = rng.choice(units_in)
-            silent = _without_unit(version.content, label.text)
-            if silent is not None:
+            removal = _without_unit(version.content, label.text)
+            if removal is not None:
+                silent, removed = removal
                 into.silent += 1
                 into.silent_caught += not validate(silent, wf.events, version, validator)
-                declared = copy.deepcopy(silent)
-                declared.setdefault(DROPPED_FIELD, []).append(
-                    {"seq": label.seq, "kind": "unit", "text": "", "units": [label.text]}
-                )
+                declared = _declaring(silent, removed, label, wf.events[: version.covers_to_seq])
                 into.declared += 1
-                into.declared_rejected += not validate(declared, wf.events, version, validator)
+                # Quoting a dropped line in the manifest can cost a few tokens more than the line:
+                # the declared drop is judged at its own size (the budget is measured on the
+                # compactor's own versions, "versions over budget").
+                size = max(version.budget, count_json_tokens(declared))
+                into.declared_rejected += not validate(declared, wf.events, version, validator, budget=size)
         for kind, mutant, _value in mutants(wf, version, rng):
             into.mutations[kind][0] += 1
             into.mutations[kind][1] += not validate(mutant, wf.events, version, validator)

@@ -240,6 +240,7 @@ def record_anthropic_response(
         "agent_run_id": workflow_id,
         "model_call_id": f"anthropic:{response_id}",
         "model": model,
+        "attest_read": True,  # the API assembled the context: the server checks and attests the read
         **({"tail_to_seq": coverage["covers_to_seq"]} if "covers_to_seq" in coverage else {}),
         **({"tail_to_event": coverage["covers_to_event"]} if "covers_to_event" in coverage else {}),
     }
@@ -247,19 +248,41 @@ def record_anthropic_response(
         trace["summary_observation_id"] = observation_id(read)
     else:
         trace["summary_id"] = None
-    input_tokens = _get(_get(response, "usage"), "input_tokens")
-    if isinstance(input_tokens, int):
-        trace["input_tokens"] = input_tokens
+    usage = _get(response, "usage")
+    for key in ("input_tokens", "output_tokens"):
+        tokens = _get(usage, key)
+        if isinstance(tokens, int):
+            trace[key] = tokens
     traces = [trace] if coverage else []  # a call with nothing recorded before it read nothing we hold
     second = client.step(workflow_id, _step_body(create=create, traces=traces, events=reply))
     if first is None or second is None:
-        return {"compactions": [], "events": len(reply), "trace_id": None, "spooled": True}
+        return {"compactions": [], "events": len(reply), "trace_id": None, "spooled": True, "repair": None}
     recorded = second.get("traces") or []
+    compacted = first.get("compactions") or []
+    verdict = compacted[-1].get("repair") if compacted else None
     return {
-        "compactions": first.get("compactions") or [],
+        "compactions": compacted,
         "events": len(reply),
         "trace_id": recorded[0].get("trace_id") if recorded else None,
+        # The server's verdict on the (last) compaction: what it lost, to hand back (repair_block).
+        "repair": verdict if isinstance(verdict, dict) else None,
     }
+
+
+def repair_block(result: Any) -> dict[str, Any] | None:
+    """What the response's compaction lost, as a text content block to put first in the next user
+    message (after the compaction block the next request carries), or None: nothing lost, opaque
+    (encrypted) content whose losses are unknown, a policy that only observes, or spooled::
+
+        result = record_anthropic_response(hub, "ticket-991", response, messages=messages, context_management=cm)
+        block = repair_block(result)
+        next_user = {"role": "user", "content": [*([block] if block else []), {"type": "text", "text": question}]}
+    """
+    verdict = _get(result, "repair") or {}
+    text = verdict.get("text") if isinstance(verdict, dict) else None
+    if not isinstance(text, str) or not text or verdict.get("verdict") != "repaired":
+        return None
+    return {"type": "text", "text": text}
 
 
 def _head_before_reply(client: Any, workflow_id: str, workflow: Any, reply: list[dict[str, Any]]) -> int:

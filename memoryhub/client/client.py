@@ -544,6 +544,16 @@ class MemoryHubClient:
         # Idempotent by observation_id (derived server-side from the content when absent).
         return self._json("POST", path, json=body, idempotent=True)
 
+    @staticmethod
+    def repair_path(workflow_id: str) -> str:
+        return f"/api/v1/workflows/{_wf(workflow_id)}/repair/"
+
+    def repair_verdict(self, workflow_id: str, body: Mapping[str, Any]) -> JSON:
+        """The server's verdict on a summary a framework is about to use, before it is recorded:
+        ``{"text", "covers_to_event" | "covers_to_seq", "events"?, "can_block"?}`` →
+        ``{"verdict", "items", "text", …}`` (``memoryhub.memory.repair``). Writes nothing."""
+        return self._json("POST", self.repair_path(workflow_id), json=dict(body), idempotent=True)
+
     def record_anthropic_response(self, workflow_id: str, response: Any, **kwargs: Any) -> JSON:
         """Record an Anthropic Messages API response: its ``compaction`` block(s) as observed
         compactions, its text as events, the call as a trace (see
@@ -617,9 +627,16 @@ class MemoryHubClient:
         thread_id: str | None = None,
         source_refs: list[str] | None = None,
         input_tokens: int | None = None,
+        input_messages: list[dict[str, Any]] | None = None,
+        output: str | None = None,
+        output_tokens: int | None = None,
+        latency_ms: int | None = None,
+        cost_usd: float | None = None,
         **extra: Any,
     ) -> Trace:
-        """Record which summary + tail a model call consumed (idempotent on model_call_id)."""
+        """Record which summary + tail a model call consumed (idempotent on model_call_id), and,
+        where known, what the call was sent and answered, its latency and cost (the trace page
+        shows each as "not recorded" when left out)."""
         body = _drop_none(
             {
                 "agent": agent,
@@ -633,6 +650,11 @@ class MemoryHubClient:
                 "thread_id": thread_id,
                 "source_refs": source_refs,
                 "input_tokens": input_tokens,
+                "input_messages": input_messages,
+                "output": output,
+                "output_tokens": output_tokens,
+                "latency_ms": latency_ms,
+                "cost_usd": cost_usd,
                 **extra,
             }
         )

@@ -41,6 +41,9 @@ class Compactor(ABC):
     algorithm_version: ClassVar[str]
     prompt_template_version: ClassVar[str | None] = None
     tool_schema_version: ClassVar[str] = "facts-v1"
+    # True when ``compact`` wants the events its previous summary covered too (from its
+    # ``covers_from_seq``), not only those after the watermark.
+    reads_history: ClassVar[bool] = False
 
     model: str
     token_budget: int | None

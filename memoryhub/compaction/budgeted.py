@@ -16,6 +16,12 @@ Everything that does not fit is listed in ``content["dropped"]`` (see
 manifest counts against the budget: narrative drops are aggregated into seq ranges, and when even
 that does not fit, older entries coarsen into ranges. Builds on its own previous summaries (kept
 lines, facts and manifest are carried forward and may be evicted later, then declared).
+
+An aggregated unit entry ("seqs 3-196: 51 units not listed (census 1f0c9a2e)") states the census
+of the units it declares without naming them — their number and a digest, computed with the
+validator's own reading of every covered event (``verdicts.census_notes``) — so rules-8 can tell a
+unit declared by the range from one lost beside it. That is why this compactor reads the history
+its previous summary covered (``reads_history``), not only the events after the watermark.
 """
 
 from __future__ import annotations
@@ -24,19 +30,18 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from memoryhub.compaction.base import CompactionError, Compactor, NothingToCompact, register
+from memoryhub.compaction.base import CompactionError, register
 from memoryhub.compaction.extract import (
-    collect_refs,
-    coverable_prefix,
+    events_to_cover,
     json_string_tokens,
     merge_facts,
-    new_events,
     open_items,
 )
+from memoryhub.compaction.extractive import TokenBudgetedCompactor
 from memoryhub.compaction.salient_units import sentences as split_sentences
 from memoryhub.compaction.salient_units import units as find_units
 from memoryhub.compaction.secret_scan import redact_secrets
-from memoryhub.compaction.tokens import DEFAULT_ENCODING, count_json_tokens, count_tokens, truncate_to_tokens
+from memoryhub.compaction.tokens import count_json_tokens, count_tokens, truncate_to_tokens
 from memoryhub.compaction.types import (
     DROPPED_FIELD,
     SUMMARY_SCHEMA,
@@ -46,6 +51,7 @@ from memoryhub.compaction.types import (
     dropped_seqs,
     range_text,
 )
+from memoryhub.core import verdicts
 from memoryhub.core.facts import is_mandatory
 
 OBLIGATION, DECISION, OPEN_ITEM, REQ_UNIT, UNIT, NARRATIVE = range(6)
@@ -88,6 +94,7 @@ class _Item:
     kept: bool = False
     also: list[int] = field(default_factory=list)  # other seqs that stated the same text
     sentence: bool = False  # a unit-level item that is a whole sentence/line, not a bare unit
+    required: bool = False  # a fact every validator requires (mandatory, open): filled first
 
     @property
     def seqs(self) -> list[int]:
@@ -105,33 +112,17 @@ class _Fill:
 
 
 @register
-class ExtractiveCompactorV3(Compactor):
+class ExtractiveCompactorV3(TokenBudgetedCompactor):
     """Budgeted extractive compactor with a declared ``dropped`` manifest (module docstring)."""
 
     name = "extractive-v3"
     version = "3.0.0"
     algorithm_version = "extractive/priority-budget-manifest-3"
     prompt_template_version = None
-
-    def __init__(
-        self,
-        token_budget: int | None = 2000,
-        encoding: str = DEFAULT_ENCODING,
-        line_tokens: int = 48,
-        model: str = "none",
-    ) -> None:
-        self.token_budget = token_budget
-        self.encoding = encoding
-        self.line_tokens = line_tokens
-        self.model = model
+    reads_history = True
 
     def compact(self, previous: PreviousSummary | None, events: list[SourceEvent]) -> CompactionResult:
-        covered = coverable_prefix(new_events(previous, events))
-        if not covered:
-            raise NothingToCompact(
-                "no event can be covered: none after the watermark, or the next one is a tool "
-                "call whose result has not arrived"
-            )
+        covered = events_to_cover(previous, events)
         prev_content: dict[str, Any] = previous.content if previous else {}
         facts = merge_facts(prev_content.get("facts", []), covered)
         fill = self._carried(previous)
@@ -139,21 +130,16 @@ class ExtractiveCompactorV3(Compactor):
         for event in covered:
             if not event.purged:
                 fill.items += self._event_items(event)
-        content, token_count = self._fit(fill)
-        tokens_in = sum(e.token_count or count_tokens(e.content, self.encoding) for e in covered)
-        if previous:
-            tokens_in += previous.token_count or count_json_tokens(previous.content, self.encoding)
-        return CompactionResult(
-            content=content,
-            covers_from_seq=previous.covers_from_seq if previous else covered[0].seq,
-            covers_to_seq=covered[-1].seq,
-            source_refs=collect_refs(previous, covered),
-            model=self.model,
-            tokens_in=tokens_in,
-            tokens_out=token_count,
-            token_count=token_count,
-            excluded_categories=["purged_content"] if any(e.purged for e in covered) else [],
-        )
+        history = [e for e in events if e.seq <= covered[-1].seq]
+        if history[0].seq > (previous.covers_from_seq if previous else covered[0].seq):
+            raise CompactionError(
+                "extractive-v3 needs the events its previous summary covered (from seq "
+                f"{previous.covers_from_seq if previous else covered[0].seq}) to state the census of "
+                f"what it drops; it was given events from seq {history[0].seq}"
+            )
+        evidence = verdicts.build_evidence(history)
+        content, token_count = self._fit(fill, evidence)
+        return self._result(previous, covered, content, token_count)
 
     # -- candidates ----------------------------------------------------------------------------
 
@@ -212,7 +198,19 @@ class ExtractiveCompactorV3(Compactor):
             else:
                 priority = UNIT
             seqs = fact.get("source_seqs") or [1]
-            items.append(_Item(priority, max(seqs), "", fact.get("kind", ""), "", (fact["key"],), fact=fact))
+            required = fact["key"] in open_keys or is_mandatory(fact)
+            items.append(
+                _Item(
+                    priority,
+                    max(seqs),
+                    "",
+                    fact.get("kind", ""),
+                    "",
+                    (fact["key"],),
+                    fact=fact,
+                    required=required,
+                )
+            )
         return items
 
     def _carried(self, previous: PreviousSummary | None) -> _Fill:
@@ -268,21 +266,38 @@ class ExtractiveCompactorV3(Compactor):
 
     # -- filling ----------------------------------------------------------------------------------
 
-    def _fit(self, fill: _Fill) -> tuple[dict[str, Any], int]:
+    def _fit(self, fill: _Fill, evidence: verdicts.Evidence) -> tuple[dict[str, Any], int]:
+        """The fill at ``self.token_budget``, its aggregated entries sealed with their census (a
+        census may cost a few tokens more than its placeholder: then fit again a little tighter)."""
+        budget = self.token_budget
+        for _ in range(6):
+            content, tokens = self._fit_within(fill, budget)
+            content = sealed(content, evidence)
+            tokens = count_json_tokens(content, self.encoding)
+            if self.token_budget is None or tokens <= self.token_budget:
+                return content, tokens
+            assert budget is not None
+            budget -= tokens - self.token_budget + 2
+        raise CompactionError(f"could not seal the manifest within the token budget {self.token_budget}")
+
+    def _fit_within(self, fill: _Fill, token_budget: int | None) -> tuple[dict[str, Any], int]:
         items = self._dedupe(fill.items)
         for pos, item in enumerate(items):
             item.pos = pos
-        # Fill order: priority; within it oldest first, except narrative (newest first).
-        items.sort(key=lambda it: (it.priority, -it.seq if it.priority == NARRATIVE else it.seq))
+        # Fill order: the facts every validator requires (mandatory_facts, open_issues: no manifest
+        # excuses them), then priority; within it oldest first, except narrative (newest first).
+        items.sort(
+            key=lambda it: (not it.required, it.priority, -it.seq if it.priority == NARRATIVE else it.seq)
+        )
         for order, item in enumerate(items):
             item.order = order
             item.cost = self._cost(item)
-        if self.token_budget is None:
+        if token_budget is None:
             for item in items:
                 item.kept = True
             content = self._render(items, fill.carried_manifest, level=0)
             return content, count_json_tokens(content, self.encoding)
-        budget = self.token_budget
+        budget = token_budget
         # Level 0: dropped sentences named by a short text; 1: by seq and units only; 2: one
         # seq-range entry per kind (the manifest no longer grows with the history). Each level
         # keeps the longest prefix of the fill order that fits, counted exactly.
@@ -503,12 +518,35 @@ def _coarsen(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for entry in entries:
         by_kind.setdefault(entry["kind"], []).append(entry)
+        if entry["units"] and entry["kind"] != "unit":  # a dropped sentence's units: declared as units too
+            by_kind.setdefault("unit", []).append({**entry, "kind": "unit"})
     out = []
     for kind, group in by_kind.items():
         seqs = [s for e in group for s in dropped_seqs(e)]
-        n_units = sum(len(e["units"]) for e in group)
-        note = f"{n_units} units not listed" if n_units else f"{len(group)} entries"
+        n_units = len({u for e in group for u in e["units"]})
+        # A census is a placeholder until ``sealed`` computes it (narrative is not owed: no census).
+        if kind == "unit":
+            note = f"{n_units} units not listed (census {_UNSEALED})"
+        elif kind in verdicts.SENTENCE_DROP_KINDS:
+            note = f"{len(group)} sentences not listed (census {_UNSEALED})"
+        else:
+            note = f"{len(group)} entries"
         out.append(
             {"seq": min(seqs), "kind": kind, "text": range_text(min(seqs), max(seqs), note), "units": []}
         )
     return out
+
+
+_UNSEALED = "00000000"
+
+
+def sealed(content: dict[str, Any], evidence: verdicts.Evidence) -> dict[str, Any]:
+    """``content`` with every aggregated unit entry stating the census of the units it declares."""
+    notes = verdicts.census_notes(evidence, content)
+    if not notes:
+        return content
+    entries = [dict(e) for e in content[DROPPED_FIELD]]
+    for pos, note in notes.items():
+        seqs = dropped_seqs(entries[pos])
+        entries[pos]["text"] = range_text(seqs[0], seqs[-1], note)
+    return {**content, DROPPED_FIELD: entries}

@@ -12,10 +12,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from memoryhub.compaction.base import InvalidCompactionInput
+from memoryhub.compaction.base import InvalidCompactionInput, NothingToCompact
 from memoryhub.compaction.secret_scan import redact_secrets
 from memoryhub.compaction.tokens import count_tokens, decode_prefix, get_encoding
-from memoryhub.compaction.types import PreviousSummary, SourceEvent
+from memoryhub.compaction.types import SUMMARY_SCHEMA, PreviousSummary, SourceEvent
 from memoryhub.core.quality import TOKEN_CLASSES, extract
 
 OPEN_STATES = frozenset({"open", "pending"})
@@ -63,6 +63,34 @@ def coverable_prefix(events: list[SourceEvent]) -> list[SourceEvent]:
                 anonymous.pop(0)
     unresolved = list(open_calls.values()) + anonymous
     return events[: min(unresolved)] if unresolved else list(events)
+
+
+def events_to_cover(previous: PreviousSummary | None, events: list[SourceEvent]) -> list[SourceEvent]:
+    """The events a compaction after ``previous`` covers: the new ones up to the first tool call
+    still waiting for its result. NothingToCompact when that leaves none."""
+    covered = coverable_prefix(new_events(previous, events))
+    if not covered:
+        raise NothingToCompact(
+            "no event can be covered: none after the watermark, or the next one is a tool "
+            "call whose result has not arrived"
+        )
+    return covered
+
+
+def carried_content(
+    previous: PreviousSummary | None, covered: list[SourceEvent]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the previous summary's content, a new summary's content before its narrative): the
+    previous facts merged with the covered events' facts, and the open items among them."""
+    prev_content: dict[str, Any] = previous.content if previous else {}
+    facts = merge_facts(prev_content.get("facts", []), covered)
+    content: dict[str, Any] = {
+        "schema": SUMMARY_SCHEMA,
+        "narrative": "",
+        "facts": facts,
+        "open_items": open_items(facts),
+    }
+    return prev_content, content
 
 
 def merge_facts(

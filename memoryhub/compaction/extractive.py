@@ -7,21 +7,18 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from memoryhub.compaction.base import Compactor, NothingToCompact, register
+from memoryhub.compaction.base import Compactor, register
 from memoryhub.compaction.extract import (
+    carried_content,
     collect_refs,
-    coverable_prefix,
+    events_to_cover,
     first_sentence,
     first_sentence_tokens,
     json_string_tokens,
-    merge_facts,
-    new_events,
-    open_items,
     salient_tokens,
 )
 from memoryhub.compaction.tokens import DEFAULT_ENCODING, count_json_tokens, count_tokens
 from memoryhub.compaction.types import (
-    SUMMARY_SCHEMA,
     CompactionResult,
     PreviousSummary,
     SourceEvent,
@@ -51,20 +48,9 @@ def _omitted_marker(count: int) -> str:
     return f"[{count} earlier narrative entr{'y' if count == 1 else 'ies'} omitted]"
 
 
-@register
-class ExtractiveCompactor(Compactor):
-    """Keeps every structured fact verbatim; free text becomes one first sentence per event.
-
-    Builds on the previous summary (its facts and narrative come first). When the content would
-    exceed ``token_budget`` the oldest narrative lines go first, but each agent keeps its newest
-    line as long as that fits. Facts are never dropped: if they alone exceed the budget the
-    candidate is still produced and the validator's token-budget check rejects it.
-    """
-
-    name = "extractive-v1"
-    version = "1.0.0"
-    algorithm_version = "extractive/first-sentence-recency-1"
-    prompt_template_version = None
+class TokenBudgetedCompactor(Compactor):
+    """A compactor whose summary must fit ``token_budget`` tokens of ``encoding`` (lines capped at
+    ``line_tokens``); ``model`` is recorded, not called (the extractive compactors call none)."""
 
     def __init__(
         self,
@@ -78,23 +64,14 @@ class ExtractiveCompactor(Compactor):
         self.line_tokens = line_tokens
         self.model = model
 
-    def compact(self, previous: PreviousSummary | None, events: list[SourceEvent]) -> CompactionResult:
-        covered = coverable_prefix(new_events(previous, events))
-        if not covered:
-            raise NothingToCompact(
-                "no event can be covered: none after the watermark, or the next one is a tool "
-                "call whose result has not arrived"
-            )
-        prev_content: dict[str, Any] = previous.content if previous else {}
-        facts = merge_facts(prev_content.get("facts", []), covered)
-        content: dict[str, Any] = {
-            "schema": SUMMARY_SCHEMA,
-            "narrative": "",
-            "facts": facts,
-            "open_items": open_items(facts),
-        }
-        carried, omitted = self._previous_lines(prev_content.get("narrative", ""))
-        content["narrative"], token_count = self._fit(content, carried + self._event_lines(covered), omitted)
+    def _result(
+        self,
+        previous: PreviousSummary | None,
+        covered: list[SourceEvent],
+        content: dict[str, Any],
+        token_count: int,
+    ) -> CompactionResult:
+        """The candidate: ``content`` covering the previous summary's span and ``covered``."""
         tokens_in = sum(e.token_count or count_tokens(e.content, self.encoding) for e in covered)
         if previous:
             tokens_in += previous.token_count or count_json_tokens(previous.content, self.encoding)
@@ -109,6 +86,29 @@ class ExtractiveCompactor(Compactor):
             token_count=token_count,
             excluded_categories=["purged_content"] if any(e.purged for e in covered) else [],
         )
+
+
+@register
+class ExtractiveCompactor(TokenBudgetedCompactor):
+    """Keeps every structured fact verbatim; free text becomes one first sentence per event.
+
+    Builds on the previous summary (its facts and narrative come first). When the content would
+    exceed ``token_budget`` the oldest narrative lines go first, but each agent keeps its newest
+    line as long as that fits. Facts are never dropped: if they alone exceed the budget the
+    candidate is still produced and the validator's token-budget check rejects it.
+    """
+
+    name = "extractive-v1"
+    version = "1.0.0"
+    algorithm_version = "extractive/first-sentence-recency-1"
+    prompt_template_version = None
+
+    def compact(self, previous: PreviousSummary | None, events: list[SourceEvent]) -> CompactionResult:
+        covered = events_to_cover(previous, events)
+        prev_content, content = carried_content(previous, covered)
+        carried, omitted = self._previous_lines(prev_content.get("narrative", ""))
+        content["narrative"], token_count = self._fit(content, carried + self._event_lines(covered), omitted)
+        return self._result(previous, covered, content, token_count)
 
     # -- narrative -------------------------------------------------------------------------
 
@@ -226,26 +226,14 @@ class ExtractiveCompactorV2(ExtractiveCompactor):
     algorithm_version = "extractive/salient-index-2"
 
     def compact(self, previous: PreviousSummary | None, events: list[SourceEvent]) -> CompactionResult:
-        covered = coverable_prefix(new_events(previous, events))
-        if not covered:
-            raise NothingToCompact(
-                "no event can be covered: none after the watermark, or the next one is a tool "
-                "call whose result has not arrived"
-            )
-        prev_content: dict[str, Any] = previous.content if previous else {}
-        facts = merge_facts(prev_content.get("facts", []), covered)
-        content: dict[str, Any] = {
-            "schema": SUMMARY_SCHEMA,
-            "narrative": "",
-            "facts": facts,
-            "open_items": open_items(facts),
-            "salient": salient_tokens(prev_content.get("salient"), covered, facts),
-        }
+        covered = events_to_cover(previous, events)
+        prev_content, content = carried_content(previous, covered)
+        content["salient"] = salient_tokens(prev_content.get("salient"), covered, content["facts"])
         carried, omitted = self._previous_lines(prev_content.get("narrative", ""))
         lines = carried + self._event_lines(covered)
         # A requirement/approval/decision event needs its own line only when neither its facts
         # nor its salient tokens (kept in ``salient``) carry it: a plain-words requirement.
-        stated = {seq for f in facts for seq in f.get("source_seqs", [])}
+        stated = {seq for f in content["facts"] for seq in f.get("source_seqs", [])}
         pinned = [
             ln
             for ln in lines
@@ -256,20 +244,7 @@ class ExtractiveCompactorV2(ExtractiveCompactor):
         pinned_ids = {id(ln) for ln in pinned}
         others = [ln for ln in lines if id(ln) not in pinned_ids]
         content["narrative"], token_count = self._fit_pinned(content, pinned, others, omitted)
-        tokens_in = sum(e.token_count or count_tokens(e.content, self.encoding) for e in covered)
-        if previous:
-            tokens_in += previous.token_count or count_json_tokens(previous.content, self.encoding)
-        return CompactionResult(
-            content=content,
-            covers_from_seq=previous.covers_from_seq if previous else covered[0].seq,
-            covers_to_seq=covered[-1].seq,
-            source_refs=collect_refs(previous, covered),
-            model=self.model,
-            tokens_in=tokens_in,
-            tokens_out=token_count,
-            token_count=token_count,
-            excluded_categories=["purged_content"] if any(e.purged for e in covered) else [],
-        )
+        return self._result(previous, covered, content, token_count)
 
     def _event_lines(self, events: list[SourceEvent]) -> list[_Line]:
         lines = []

@@ -22,11 +22,10 @@ from memoryhub.compaction.base import (
     register,
 )
 from memoryhub.compaction.extract import (
+    carried_content,
     collect_refs,
     coverable_prefix,
-    merge_facts,
     new_events,
-    open_items,
     salient_tokens,
 )
 from memoryhub.compaction.secret_scan import redact_secrets
@@ -37,7 +36,6 @@ from memoryhub.compaction.tokens import (
     truncate_to_tokens,
 )
 from memoryhub.compaction.types import (
-    SUMMARY_SCHEMA,
     CompactionResult,
     PreviousSummary,
     SourceEvent,
@@ -105,14 +103,8 @@ class OpenAIChatCompactor(Compactor):
         covered = coverable_prefix(new_events(previous, events))
         if not covered:
             raise NothingToCompact("no event can be covered after the previous watermark")
-        prev_content: dict[str, Any] = previous.content if previous else {}
-        facts = merge_facts(prev_content.get("facts", []), covered)
-        content: dict[str, Any] = {
-            "schema": SUMMARY_SCHEMA,
-            "narrative": "",
-            "facts": facts,
-            "open_items": open_items(facts),
-        }
+        prev_content, content = carried_content(previous, covered)
+        facts = content["facts"]
         if self.keep_salient:
             content["salient"] = salient_tokens(prev_content.get("salient"), covered, facts)
         room = (

@@ -43,6 +43,9 @@ MANIFEST_SCHEMA = "memoryhub.context-manifest/v1"
 CONTEXT_ID_PREFIX = "ctx_"
 _SIGNER = signing.Signer(salt="memoryhub.context-id")
 _DATETIME = DateTimeField()  # same rendering as the events API
+# The manifest of a read the server describes or attests hashes every tail event: computed only
+# while the tail is at most this long (what a model can read at once), so the cost stays flat.
+MANIFEST_MAX_TAIL_EVENTS = 2000
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,17 @@ class ReadCoordinates:
     summary_status: str  # "" when no summary was served
     watermark: int
     head_seq: int
+
+    @classmethod
+    def served(cls, workflow: Workflow, summary: Summary | None, head_seq: int) -> ReadCoordinates:
+        """The read of ``summary`` (None: raw history) plus the tail up to ``head_seq``."""
+        return cls(
+            workflow_pk=workflow.pk,
+            summary_pk=summary.pk if summary else None,
+            summary_status=summary.status if summary else "",
+            watermark=summary.covers_to_seq if summary else 0,
+            head_seq=head_seq,
+        )
 
 
 def issue_context_id(coords: ReadCoordinates) -> str:
@@ -266,13 +280,7 @@ def assemble_context(
     tail = [_event_out(row, purge_ids) for row in rows]
     summary_tokens = summary.token_count if summary else 0
     tail_tokens = sum(row["token_count"] for row in rows)
-    coords = ReadCoordinates(
-        workflow_pk=workflow.pk,
-        summary_pk=summary.pk if summary else None,
-        summary_status=summary.status if summary else "",
-        watermark=watermark,
-        head_seq=head,
-    )
+    coords = ReadCoordinates.served(workflow, summary, head)
     refs = [(row["seq"], row["content_hash"], row["token_count"]) for row in rows]
     extra: dict[str, Any] = {}
     if include_dropped:

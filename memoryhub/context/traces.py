@@ -8,7 +8,9 @@ went wrong — those flags feed the alerts:
 
 * ``unvalidated_summary`` — the summary was CANDIDATE / REJECTED / QUARANTINED when read;
 * ``tail_loss`` — summary watermark + consumed tail stopped short of the head at read time;
-* ``missing_provenance`` — no context_id or manifest_hash to tie the call to a read;
+* ``missing_provenance`` — no context_id or manifest_hash to tie the call to a read (a call whose
+  context a framework assembled can ask for ``attest_read``: when its summary and tail are exactly
+  the read the server would serve at its head, the server attaches that read's id and manifest);
 * ``context_mismatch`` — the signed read says another workflow/summary, or the manifest differs;
 * ``fallback_retrieval`` — the consumer sent a targeted retrieval instead of summary + tail;
 * ``missed_compaction`` — the history was over the policy's safe budget at this call and no
@@ -24,14 +26,22 @@ import math
 import re
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
 from audit.log import record
-from memoryhub.context.assembly import parse_context_id, recompute_manifest_hash
+from memoryhub.context.assembly import (
+    MANIFEST_MAX_TAIL_EVENTS,
+    ReadCoordinates,
+    issue_context_id,
+    parse_context_id,
+    recompute_manifest_hash,
+    served_summary,
+)
 from memoryhub.core.actors import Actor
-from memoryhub.core.canonical import hash_value
+from memoryhub.core.canonical import canonical_bytes, hash_value
 from memoryhub.core.errors import Conflict, InvalidInput
 from memoryhub.memory.quality_service import missed_compaction
 from memoryhub.models import Artifact, ConsumerTrace, Summary, SummaryStatus, TraceFlag, Workflow
@@ -72,6 +82,65 @@ def _int(data: dict[str, Any], key: str, *, required: bool = False) -> int | Non
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise _bad(key, "must be a non-negative integer")
     return value
+
+
+# Bounds of what a trace may carry of its call: a prompt of a long agent run fits, a dump does not.
+MAX_MESSAGES = 1000
+MAX_MESSAGES_BYTES = 1_000_000
+MAX_OUTPUT_CHARS = 200_000
+MAX_LATENCY_MS = 24 * 3600 * 1000  # a day
+MAX_TOKENS = 100_000_000
+MAX_COST_USD = Decimal(1_000_000)
+COST_PLACES = Decimal("0.000001")  # CompactionJob.cost_usd's precision
+
+
+def _messages(data: dict[str, Any], key: str) -> list[dict[str, Any]] | None:
+    """The call's messages: a list of objects, each with a string ``role``; content is any JSON
+    (text, or a framework's parts and tool calls). None when not sent."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and 0 < len(m["role"]) <= 50 for m in value
+    ):
+        raise _bad(key, "must be a list of objects, each with a 'role' string (at most 50 characters)")
+    if len(value) > MAX_MESSAGES:
+        raise _bad(key, f"at most {MAX_MESSAGES} messages")
+    if len(canonical_bytes(value)) > MAX_MESSAGES_BYTES:
+        raise _bad(key, f"at most {MAX_MESSAGES_BYTES} bytes of JSON")
+    return value
+
+
+def _output(data: dict[str, Any], key: str) -> str | None:
+    """The model's answer as text (None when not sent; "" is an empty answer, recorded)."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _bad(key, "must be a string (JSON-encode structured output such as tool calls)")
+    if len(value) > MAX_OUTPUT_CHARS:
+        raise _bad(key, f"at most {MAX_OUTPUT_CHARS} characters")
+    return value
+
+
+def _bounded_int(data: dict[str, Any], key: str, maximum: int) -> int | None:
+    value = _int(data, key)
+    if value is not None and value > maximum:
+        raise _bad(key, f"at most {maximum}")
+    return value
+
+
+def _cost(data: dict[str, Any], key: str) -> Decimal | None:
+    """A cost in USD: a non-negative finite number, kept to the micro-dollar."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _bad(key, "must be a number (USD)")
+    # Bounded before quantize: a huge number has more digits than Decimal's context allows.
+    if not 0 <= value <= MAX_COST_USD:
+        raise _bad(key, f"must be between 0 and {MAX_COST_USD}")
+    return Decimal(str(value)).quantize(COST_PLACES)
 
 
 def _refs(data: dict[str, Any], key: str) -> list[str]:
@@ -120,6 +189,12 @@ class TraceIn:
     checkpoint_id: str = ""
     input_tokens: int | None = None
     fallback_reason: str = ""
+    input_messages: list[dict[str, Any]] | None = None
+    output: str | None = None
+    output_tokens: int | None = None
+    latency_ms: int | None = None
+    cost_usd: Decimal | None = None
+    attest_read: bool = False
 
 
 def parse_trace(data: Any) -> TraceIn:
@@ -134,6 +209,9 @@ def parse_trace(data: Any) -> TraceIn:
     reason = _text(data, "fallback_reason", 500)
     if fallback and not reason:
         reason = "targeted retrieval (no reason given)"
+    attest = data.get("attest_read", False)
+    if not isinstance(attest, bool):
+        raise _bad("attest_read", "must be true or false")
     tail_to_seq = _int(data, "tail_to_seq", required=True)
     assert tail_to_seq is not None
     return TraceIn(
@@ -149,8 +227,14 @@ def parse_trace(data: Any) -> TraceIn:
         graph_release=_text(data, "graph_release", 100),
         thread_id=_text(data, "thread_id", 200),
         checkpoint_id=_text(data, "checkpoint_id", 200),
-        input_tokens=_int(data, "input_tokens"),
+        input_tokens=_bounded_int(data, "input_tokens", MAX_TOKENS),
         fallback_reason=reason,
+        input_messages=_messages(data, "input_messages"),
+        output=_output(data, "output"),
+        output_tokens=_bounded_int(data, "output_tokens", MAX_TOKENS),
+        latency_ms=_bounded_int(data, "latency_ms", MAX_LATENCY_MS),
+        cost_usd=_cost(data, "cost_usd"),
+        attest_read=attest,
     )
 
 
@@ -193,6 +277,23 @@ class ReadPoint:
         return self.history_tokens > self.safe_budget and not self.compaction_running
 
 
+def attested_read(
+    workflow: Workflow, summary: Summary | None, tail_to_seq: Any, head_at_read: int
+) -> tuple[str, str] | None:
+    """``(context_id, manifest_hash)`` of the read a call made whose context a framework assembled,
+    when that read is exactly the one the server serves at ``head_at_read``: its tail reaches that
+    head and its summary is the one served now. Checked, not trusted: anything else is None (and
+    the trace is flagged ``missing_provenance``), as is a tail too long to hash cheaply."""
+    current = Workflow.objects.select_related("active_summary").get(pk=workflow.pk)
+    served = served_summary(current)
+    if tail_to_seq != head_at_read or (summary.pk if summary else None) != (served.pk if served else None):
+        return None
+    coords = ReadCoordinates.served(workflow, served, head_at_read)
+    if head_at_read - coords.watermark > MANIFEST_MAX_TAIL_EVENTS:
+        return None
+    return issue_context_id(coords), recompute_manifest_hash(workflow, coords)
+
+
 def record_trace(
     workflow: Workflow,
     data: Any,
@@ -214,6 +315,8 @@ def record_trace(
         .first()
     )
     if existing is not None:
+        if trace_in.attest_read and not trace_in.context_id:  # a retry: the attested read is the first one
+            trace_in.context_id, trace_in.manifest_hash = existing.context_id, existing.manifest_hash
         return _same_trace(existing, trace_in), False
 
     summary: Summary | None = None
@@ -243,6 +346,10 @@ def record_trace(
 
     flags: list[str] = []
     head_at_read = head_now if head_at_read is None else min(head_at_read, head_now)
+    if trace_in.attest_read and not trace_in.context_id:
+        attested = attested_read(workflow, summary, trace_in.tail_to_seq, head_at_read)
+        if attested is not None:
+            trace_in.context_id, trace_in.manifest_hash = attested
     status_at_read = summary.status if summary else ""
     coords = parse_context_id(trace_in.context_id) if trace_in.context_id else None
     if coords is not None:
@@ -293,6 +400,11 @@ def record_trace(
                 checkpoint_id=trace_in.checkpoint_id,
                 fallback_reason=trace_in.fallback_reason,
                 input_tokens=trace_in.input_tokens,
+                input_messages=trace_in.input_messages,
+                output=trace_in.output,
+                output_tokens=trace_in.output_tokens,
+                latency_ms=trace_in.latency_ms,
+                cost_usd=trace_in.cost_usd,
                 flags=flags,
                 actor=str(actor),
             )

@@ -432,11 +432,13 @@ def measure(index: SourceIndex, content: Any, *, up_to: int | None = None) -> Qu
 
 # -- policy settings --------------------------------------------------------------------------------
 
-RULES_5, RULES_6, RULES_7 = "rules-5", "rules-6", "rules-7"
-VALIDATOR_VERSIONS = (RULES_5, RULES_6, RULES_7)
-# rules-7 (memoryhub.core.verdicts over memoryhub.core.salient) judges any text; rules-6 stays
-# runnable so outcomes it recorded reproduce.
-DEFAULT_VALIDATOR = RULES_7
+RULES_5, RULES_6, RULES_7, RULES_8 = "rules-5", "rules-6", "rules-7", "rules-8"
+VALIDATOR_VERSIONS = (RULES_5, RULES_6, RULES_7, RULES_8)
+# rules-7 and rules-8 (memoryhub.core.verdicts over memoryhub.core.salient) judge any text;
+# rules-8 also checks the census of aggregated drops. Older versions stay runnable so outcomes
+# they recorded reproduce.
+VERDICT_VALIDATORS = (RULES_7, RULES_8)
+DEFAULT_VALIDATOR = RULES_8
 # A status code or a requirement lost is a contract lost (S3's 401): no slack by default.
 DEFAULT_FLOORS: dict[str, float] = {
     IDENTIFIERS: 0.9,
@@ -446,9 +448,9 @@ DEFAULT_FLOORS: dict[str, float] = {
     STATUS_CODES: 1.0,
     COMMANDS: 0.9,
     MANDATORY_EVENTS: 1.0,
-    # rules-7: per salient-unit kind, the share kept or declared dropped (silent losses ≤ 2%),
-    # and every obligation sentence kept or declared.
-    **{f"unit_{kind}": 0.98 for kind in UNIT_KINDS},
+    # rules-7/8: per salient-unit kind, the share kept or declared dropped. A compactor can always
+    # declare what it leaves out, so a silent loss fails by default (a policy may allow some).
+    **{f"unit_{kind}": 1.0 for kind in UNIT_KINDS},
     OBLIGATIONS: 1.0,
 }
 DEFAULT_MAX_FABRICATED = 0

@@ -122,6 +122,8 @@ def _split_commas_into(out: list[tuple[str, int, int]], text: str, s: int, e: in
 def _trim_into(out: list[tuple[str, int, int]], text: str, s: int, e: int) -> None:
     while s < e and text[s] in _LEAD:
         s += 1
+    if e - s > 1 and text[s] in "+-" and text[s + 1].isalpha():
+        s += 1  # a diff's "+"/"-" or a bullet's "-" before a word ("+GATEWAY_TIMEOUT = 30")
     while e > s and (text[e - 1] in _TRAIL or text[e - 1] == "."):
         e -= 1  # a sentence's full stop is not part of "4471-2290-18." ("14." is kept below)
     if s < e:
@@ -1057,8 +1059,11 @@ _CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "decision",
         re.compile(
-            r"(?i)\b(?:decided|decision|agreed|we(?:['’]ll|\s+will)\s+go\s+with|going\s+with|chose|"
-            r"entschieden|entscheidung|vereinbart|beschlossen)\b|決定|決めた|合意"
+            # "we will send a replacement": a commitment the team makes is a decision ("I will look
+            # at the logs" is an agent's own next step, not one).
+            r"(?i)\b(?:decided|decision|agreed|we(?:['’]ll|\s+will|\s+are\s+going\s+to)|going\s+with|"
+            r"chose|wir\s+werden|entschieden|entscheidung|vereinbart|beschlossen)\b"
+            r"|決定|決めた|合意|ことにし(?:た|ました|ます)"
         ),
     ),
     (

@@ -19,6 +19,7 @@ Opaque content (provider-encrypted) is not judged here: callers show "unknown".
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -110,6 +111,7 @@ class Drop:
     kind: str
     text: str
     units: tuple[str, ...]
+    pos: int = 0  # index in the manifest list
 
     @property
     def seqs(self) -> range:
@@ -128,10 +130,38 @@ class Drop:
         return self.kind == "unit" and not self.units and len(self.seqs) > 1
 
     def names(self, unit_text: str, norm: str) -> bool:
-        return unit_text in self.units or norm in self.units or (bool(unit_text) and unit_text in self.text)
+        """Whether the entry names the unit: in its list, or in the dropped sentence its text quotes
+        (an aggregated entry's text is a seq range and a count, not a quote)."""
+        quoted = bool(unit_text) and not self.text.startswith(_RANGE_PREFIX) and unit_text in self.text
+        return unit_text in self.units or norm in self.units or quoted
+
+    def aggregates(self, what: str) -> bool:
+        """Whether this is an aggregated entry (a seq range naming nothing) of units or of
+        sentences (obligations, decisions, open items)."""
+        if self.units or not self.text.startswith(_RANGE_PREFIX):
+            return False
+        return self.kind == "unit" if what == UNITS else self.kind in SENTENCE_DROP_KINDS
+
+    @property
+    def census(self) -> str | None:
+        """The census an aggregated entry states of what it declares without naming it ("seqs
+        3-196: 51 units not listed (census 1f0c9a2e)"), or None."""
+        m = _CENSUS.search(self.text)
+        return m.group(0) if m else None
 
 
 _RANGE_PREFIX = "seqs "
+UNITS, SENTENCES = "units", "sentences"
+SENTENCE_DROP_KINDS = frozenset({"obligation", "decision", "open_item"})
+_CENSUS = re.compile(r"(?<!\d)\d{1,9} (?:units|sentences) not listed \(census [0-9a-f]{8}\)")
+
+
+def census_note(what: str, keys: Iterable[str]) -> str:
+    """What an aggregated entry says of the units or sentences it declares: their number and a
+    digest of them, so one lost beside them does not read as declared (rules-8)."""
+    ordered = sorted(set(keys))
+    digest = hashlib.sha256("\n".join(ordered).encode()).hexdigest()[:8]
+    return f"{len(ordered)} {what} not listed (census {digest})"
 
 
 def manifest(content: Any) -> list[Drop]:
@@ -139,7 +169,7 @@ def manifest(content: Any) -> list[Drop]:
     reports them)."""
     raw = content.get(DROPPED_KEY) if isinstance(content, Mapping) else None
     drops = []
-    for entry in raw if isinstance(raw, list) else []:
+    for pos, entry in enumerate(raw if isinstance(raw, list) else []):
         if not isinstance(entry, Mapping) or not isinstance(entry.get("seq"), int):
             continue
         units = entry.get("units")
@@ -149,6 +179,7 @@ def manifest(content: Any) -> list[Drop]:
                 kind=str(entry.get("kind", "")),
                 text=str(entry.get("text", "")),
                 units=tuple(u for u in units if isinstance(u, str)) if isinstance(units, list) else (),
+                pos=pos,
             )
         )
     return drops
@@ -367,6 +398,7 @@ class ObligationVerdict:
     obligation: Obligation
     state: str  # kept | declared | lost | contradicted
     why: str = ""
+    by_range: int | None = None  # the aggregated entry (index in the manifest) declaring it
 
 
 @dataclass(frozen=True)
@@ -383,6 +415,9 @@ class Verdict:
     obligations: list[ObligationVerdict]
     fabricated: list[Unit]
     contradictions: list[Contradiction]
+    # rules-8: aggregated entries whose census does not match what is missing in their seqs
+    census_problems: list[str] = field(default_factory=list)
+    census: dict[int, str] = field(default_factory=dict)  # sealing: manifest index → census to state
 
     def by_kind(self) -> dict[str, dict[str, Any]]:
         """Per unit kind: total, kept, declared, lost (with the lost values listed)."""
@@ -436,11 +471,20 @@ class _SummarySentence:
     context: str = ""  # the whole sentence the clause belongs to
 
 
-def judge(evidence: Evidence, content: Any, *, up_to: int | None = None) -> Verdict:
-    """Judge ``content`` against ``evidence`` (``up_to``: only source seqs ≤ it are owed)."""
+def judge(
+    evidence: Evidence, content: Any, *, up_to: int | None = None, census: bool = False, mode: str = ""
+) -> Verdict:
+    """Judge ``content`` against ``evidence`` (``up_to``: only source seqs ≤ it are owed).
+
+    ``census`` (rules-8): an aggregated unit entry declares the units of its seqs only when it
+    states their census and the census is exact; rules-7 takes such a range as declaring every
+    unit of its seqs (so a unit lost beside them read as declared).
+    """
     text = claim_text(content)
     found = salient.units(text)
     drops = manifest(content)
+    mode = mode or (CENSUS if census else RULES_7_RANGES)
+    states = unit_states(evidence, text, found, drops, up_to=up_to, mode=mode)
     spans = salient.full_sentences(text)
     summary_sentences = [
         _SummarySentence(
@@ -453,29 +497,17 @@ def judge(evidence: Evidence, content: Any, *, up_to: int | None = None) -> Verd
         for s, e in salient.clauses(text)
     ]
 
-    def declared(seqs: Iterable[int], unit_text: str, norm: str) -> bool:
-        seq_set = set(seqs)
-        return any(
-            any(x in d.seqs for x in seq_set) and (d.unnamed_units or d.names(unit_text, norm)) for d in drops
-        )
-
-    unit_verdicts = []
-    for key, (seq, unit) in sorted(evidence.units.items(), key=lambda kv: (kv[1][0], kv[1][1].start)):
-        if up_to is not None and seq > up_to:
-            continue
-        if salient.contains(found, text, unit):
-            state = "kept"
-        elif declared(evidence.seqs_of[key], unit.text, unit.norm):
-            state = "declared"
-        else:
-            state = "lost"
-        unit_verdicts.append(UnitVerdict(seq, unit, state))
+    unit_verdicts = [UnitVerdict(seq, unit, state) for _key, seq, unit, state, _range in states]
 
     ob_verdicts = []
     for seq, ob in evidence.obligations:
         if up_to is not None and seq > up_to:
             continue
-        ob_verdicts.append(_obligation_verdict(seq, ob, found, text, summary_sentences, drops))
+        ob_verdicts.append(_obligation_verdict(seq, ob, found, text, summary_sentences, drops, mode))
+    if mode == SEALING:  # a compactor sealing its manifest needs only what the ranges declare
+        seal = {drops[i].pos: note for i, note in _declared_by_range(drops, states, ob_verdicts).items()}
+        return Verdict(unit_verdicts, ob_verdicts, [], [], [], seal)
+    census_problems = _census_problems(drops, states, ob_verdicts) if mode == CENSUS else []
 
     fabricated = []
     seen = set()
@@ -491,7 +523,102 @@ def judge(evidence: Evidence, content: Any, *, up_to: int | None = None) -> Verd
         for c in _role_contradictions(evidence, text, found)
         if not any(c.now.endswith(n) for _, n in seen_pairs)
     ]
-    return Verdict(unit_verdicts, ob_verdicts, fabricated, contradictions)
+    return Verdict(unit_verdicts, ob_verdicts, fabricated, contradictions, census_problems)
+
+
+# How aggregated entries declare: rules-7 takes a unit range as declaring every unit of its seqs;
+# rules-8 only a range that states its census (checked); sealing computes the census to state.
+RULES_7_RANGES, CENSUS, SEALING = "rules-7", "census", "sealing"
+
+
+def _aggregated(drops: list[Drop], what: str, mode: str) -> list[int]:
+    if mode == RULES_7_RANGES:
+        return [i for i, d in enumerate(drops) if what == UNITS and d.unnamed_units]
+    return [i for i, d in enumerate(drops) if d.aggregates(what) and (mode == SEALING or d.census)]
+
+
+def _first_range(drops: list[Drop], ranges: list[int], seqs: Iterable[int]) -> int | None:
+    seqs = list(seqs)
+    return next((i for i in ranges if any(x in drops[i].seqs for x in seqs)), None)
+
+
+def unit_states(
+    evidence: Evidence,
+    text: str,
+    found: list[Unit],
+    drops: list[Drop],
+    *,
+    up_to: int | None = None,
+    mode: str = RULES_7_RANGES,
+) -> list[tuple[tuple[str, str], int, Unit, str, int | None]]:
+    """(key, seq, unit, kept|declared|lost, the aggregated entry declaring it) for every unit owed.
+
+    A unit is declared by an entry that names it, else by the first aggregated entry covering one
+    of its seqs (see ``mode``)."""
+    ranges = _aggregated(drops, UNITS, mode)
+    out = []
+    for key, (seq, unit) in sorted(evidence.units.items(), key=lambda kv: (kv[1][0], kv[1][1].start)):
+        if up_to is not None and seq > up_to:
+            continue
+        seqs = evidence.seqs_of[key]
+        by_range = None
+        if salient.contains(found, text, unit):
+            state = "kept"
+        elif any(any(x in d.seqs for x in seqs) and d.names(unit.text, unit.norm) for d in drops):
+            state = "declared"
+        else:
+            by_range = _first_range(drops, ranges, seqs)
+            state = "lost" if by_range is None else "declared"
+        out.append((key, seq, unit, state, by_range))
+    return out
+
+
+def _unit_key(key: tuple[str, str]) -> str:
+    return f"{key[0]}:{key[1]}"
+
+
+def _sentence_key(o: ObligationVerdict) -> str:
+    return f"{o.seq}:{' '.join(o.obligation.sentence.split())}"
+
+
+def census_notes(evidence: Evidence, content: Any) -> dict[int, str]:
+    """For each aggregated entry of ``content``'s manifest (by its index in the list), the census
+    it must state: what a compactor writes so rules-8 can check the entry."""
+    return judge(evidence, content, mode=SEALING).census
+
+
+def _declared_by_range(drops: list[Drop], states: list, obs: list[ObligationVerdict]) -> dict[int, str]:
+    """The census each aggregated entry's declarations add up to."""
+    keys: dict[int, list[str]] = {}
+    for key, _seq, _unit, _state, by_range in states:
+        if by_range is not None:
+            keys.setdefault(by_range, []).append(_unit_key(key))
+    for o in obs:
+        if o.by_range is not None:
+            keys.setdefault(o.by_range, []).append(_sentence_key(o))
+    out = {}
+    for i, d in enumerate(drops):
+        for what in (UNITS, SENTENCES):
+            if d.aggregates(what):
+                out[i] = census_note(what, keys.get(i, []))
+    return out
+
+
+def _census_problems(drops: list[Drop], states: list, obs: list[ObligationVerdict]) -> list[str]:
+    actual = _declared_by_range(drops, states, obs)
+    out = []
+    for i, d in enumerate(drops):
+        if d.census is None or i not in actual or actual[i] == d.census:
+            continue
+        what = UNITS if d.kind == "unit" else SENTENCES
+        counted = int(d.census.split(" ", 1)[0])
+        missing = int(actual[i].split(" ", 1)[0])
+        out.append(
+            f"seqs {d.seqs[0]}-{d.seqs[-1]}: the manifest counts {counted} {what} not listed, {missing} of "
+            f"these seqs are missing{' (not the same ones)' if counted == missing else ''}: "
+            f"{'one was' if abs(counted - missing) <= 1 else 'some were'} lost without being declared"
+        )
+    return out
 
 
 def _best_sentence(units: tuple[Unit, ...], words: frozenset[str], sentences: list[_SummarySentence]):
@@ -508,14 +635,14 @@ def _best_sentence(units: tuple[Unit, ...], words: frozenset[str], sentences: li
     return best
 
 
-def _obligation_verdict(seq, ob, found, text, sentences, drops) -> ObligationVerdict:
+def _obligation_verdict(seq, ob, found, text, sentences, drops, mode=RULES_7_RANGES) -> ObligationVerdict:
     words = _words(ob.sentence)
     if ob.units:
         missing = [u for u in ob.units if not salient.contains(found, text, u)]
         # its values kept, and restated: a clause with them that keeps half its words (a decision
         # whose part number survives elsewhere is still lost when the decision sentence is gone)
         best = _best_sentence(ob.units, words, sentences)
-        restated = best is not None and _restates(ob, words, best)
+        restated = best is not None and _restates(ob, words, best) and _states_all(ob.units, best)
         kept_content = not missing and restated
         if not missing and not restated:
             missing = []
@@ -530,6 +657,9 @@ def _obligation_verdict(seq, ob, found, text, sentences, drops) -> ObligationVer
             for d in drops
         ):
             return ObligationVerdict(seq, ob, "declared")
+        by_range = _first_range(drops, _aggregated(drops, SENTENCES, mode), [seq])
+        if by_range is not None:
+            return ObligationVerdict(seq, ob, "declared", by_range=by_range)
         lost = ", ".join(names) if names else "its wording"
         near = _best_sentence((), words, sentences)
         flip = _outcome_flip(ob.sentence, near.text) if near is not None else None
@@ -569,6 +699,14 @@ def _flipped(source_polarity: str, restated: _SummarySentence) -> bool:
     return restated.polarity == "negative"
 
 
+def _states_all(units: tuple[Unit, ...], clause: _SummarySentence) -> bool:
+    """Whether the clause (or its sentence) states every one of ``units``: "POST /v1/refunds must
+    return 422" is not kept by "/v1/refunds … 409" in one line and "… 422" in another."""
+    context = clause.context or clause.text
+    found = salient.units(context)
+    return all(salient.contains(found, context, u) for u in units)
+
+
 def _restates(ob: Obligation, words: frozenset[str], clause: _SummarySentence) -> bool:
     """Whether ``clause`` restates ``ob``: half its words, or all its values with a quarter of its
     words (a paraphrase) — and a decision or approval restated as one (its part number surviving
@@ -593,12 +731,44 @@ def _lower_words(text: str) -> set[str]:
 
 
 def _outcome_flip(source: str, summary: str) -> tuple[str, str] | None:
-    """A decision outcome of ``source`` replaced by its opposite in ``summary``."""
+    """A decision outcome of ``source`` replaced by its opposite in ``summary``: a known pair
+    (approved → rejected), or a choice turned round ("a replacement, not a refund" restated as "a
+    refund, not a replacement")."""
     src, out = _lower_words(source), _lower_words(summary)
     for word in src:
         opposite = _OPPOSITE.get(word)
         if opposite and opposite not in src and opposite in out and word not in out:
             return word, opposite
+    return _choice_reversed(source, summary, src, out)
+
+
+# What follows a negation is what was ruled out: "not a refund", "instead of a refund", "statt einer
+# Erstattung", "返金ではなく" (the word before ではなく).
+_RULED_OUT = re.compile(
+    r"(?i)\b(?:not|never|instead\s{1,3}of|rather\s{1,3}than|nicht|statt|anstatt)\s{1,3}"
+    r"(?:(?:a|an|the|any|ein|eine|einen|einer|einem|der|die|das|den)\s{1,3})?(\w{1,40})"
+)
+# bounded: a lazy unbounded word before the cue would rescan a long run of text from every start
+_RULED_OUT_JA = re.compile(r"(\w{1,12}?)(?:ではなく|じゃなく|ではない)")
+
+
+def _ruled_out(text: str) -> set[str]:
+    return {m.group(1).lower() for m in _RULED_OUT.finditer(text)} | {
+        m.group(1) for m in _RULED_OUT_JA.finditer(text)
+    }
+
+
+def _choice_reversed(source: str, summary: str, src: set[str], out: set[str]) -> tuple[str, str] | None:
+    """The option the source chose is ruled out in ``summary`` and the one it ruled out is chosen."""
+    src_no, out_no = _ruled_out(source), _ruled_out(summary)
+
+    def stated(word: str, words: set[str], text: str) -> bool:  # CJK words are not space-split
+        return word in words if word.isascii() else word in text
+
+    now_excluded = sorted(w for w in out_no - src_no if stated(w, src, source) and len(w) > 1)
+    now_chosen = sorted(w for w in src_no - out_no if stated(w, out, summary) and len(w) > 1)
+    if now_excluded and now_chosen:
+        return now_excluded[0], now_chosen[0]
     return None
 
 
@@ -749,12 +919,13 @@ def problems(
     unit_problems = []
     for kind, row in sorted(rows.items()):
         accounted = row["kept"] + row["declared"]
-        floor = floors.get(f"unit_{kind}", 0.98)
+        floor = floors.get(f"unit_{kind}", 1.0)
         if row["total"] and accounted / row["total"] < floor:
             unit_problems.append(
                 f"{kind} {accounted}/{row['total']} kept or declared "
                 f"({accounted / row['total']:.0%} < floor {floor:.0%}); lost silently {_listed(row['missing'])}"
             )
+    unit_problems += verdict.census_problems
     kept_detail = ", ".join(f"{k} {r['kept']}+{r['declared']}/{r['total']}" for k, r in sorted(rows.items()))
     out.append(("unit_retention", unit_problems, f"kept+declared {kept_detail or 'nothing to keep'}"))
 

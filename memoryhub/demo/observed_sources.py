@@ -348,12 +348,14 @@ def load_anthropic(tenant: Tenant, actor: Actor, out: Out) -> None:
     wf = sink.create_workflow(
         ANTHROPIC_WORKFLOW, name="Payout hold ticket 991", source=WorkflowSource.ANTHROPIC
     )
+    # The history the API compacted: everything its summary states is said here (a summary naming a
+    # ticket or a date no message mentions is a fabrication, and the validator says so).
     messages = [
         {"role": "user", "content": text}
         for text in [
-            "Why is payout 3310 on hold?",
-            "We uploaded our KYC document last year.",
-            "Can you check whether anything expired?",
+            "Ticket 991: why is payout 3310 on hold?",
+            "We uploaded our KYC document last year; the portal says it expired on 2026-11-20.",
+            "We have requested a new document. Can you check whether anything else expired?",
         ]
     ]
     cm = {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 150_000}}]}

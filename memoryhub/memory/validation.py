@@ -18,7 +18,11 @@ Two rule sets exist and both stay runnable so a recorded outcome can be reproduc
   ``fabricated`` (units no covered event or prior summary states), ``contradictions`` (a value
   that replaces the source's in the same sentence role, a flipped polarity or decision) and
   ``declared_drops`` (a warning that lists what the summary says it left out, by seq). It is the
-  policy default for new compactions.
+  policy default until rules-8.
+* ``rules-8`` — rules-7, except that an aggregated ``dropped`` entry ("seqs 3-196: 51 units not
+  listed (census 1f0c9a2e)") declares the units of its seqs only with an exact census: their
+  number and a digest of their values. Under rules-7 such a range declared every unit of its seqs,
+  so a unit lost beside them read as declared. The policy default for new compactions.
 
 The Django layer stores the outcome as a ValidationRecord and moves the summary to VALIDATED or
 REJECTED; a reviewer may later waive named failed checks with ``apply_waivers``.
@@ -41,13 +45,13 @@ from memoryhub.core.canonical import canonical_bytes, sha256_hex
 from memoryhub.core.checks import FAILED, NON_WAIVABLE, WAIVED, check_state
 from memoryhub.core.facts import is_mandatory
 from memoryhub.core.opaque import TEXT_CHECKS, unreadable
-from memoryhub.core.quality import RULES_5, RULES_6, RULES_7, QualitySettings, SourceIndex
+from memoryhub.core.quality import RULES_5, RULES_6, RULES_7, RULES_8, QualitySettings, SourceIndex
 
 # ``validate_summary``'s default when no version is asked for (recorded outcomes reproduce);
 # new compactions take the policy's ``quality.validator`` (rules-6 unless set otherwise).
 VALIDATOR_VERSION = RULES_5
-LATEST_VALIDATOR = RULES_7
-VALIDATOR_VERSIONS = (RULES_5, RULES_6, RULES_7)
+LATEST_VALIDATOR = RULES_8
+VALIDATOR_VERSIONS = (RULES_5, RULES_6, RULES_7, RULES_8)
 SUPPORTED_SCHEMAS = frozenset({SUMMARY_SCHEMA})
 
 CHECK_NAMES = (
@@ -68,6 +72,7 @@ CHECKS_BY_VERSION: dict[str, tuple[str, ...]] = {
     RULES_5: CHECK_NAMES,
     RULES_6: CHECK_NAMES + QUALITY_CHECK_NAMES,
     RULES_7: CHECK_NAMES + VERDICT_CHECK_NAMES,
+    RULES_8: CHECK_NAMES + VERDICT_CHECK_NAMES,
 }
 # Content checks that read the text; none of them can run on an opaque (provider-encrypted) summary.
 CONTENT_CHECKS = frozenset(TEXT_CHECKS) | frozenset(QUALITY_CHECK_NAMES) | frozenset(VERDICT_CHECK_NAMES)
@@ -201,10 +206,11 @@ def validate_summary(
         checks[-3]["retention"] = numbers["retention"]
         checks[-1]["fabricated"] = numbers["fabricated"]
 
-    if version == RULES_7:
+    if version in (RULES_7, RULES_8):
         verdict = v.judge(
             evidence or v.build_evidence(covered, previous_content),
             content if isinstance(content, dict) else {},
+            census=version == RULES_8,
         )
         report_7 = verdict.to_dict()
         settings = QualitySettings.of(quality)

@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import Q
 
 from .tenancy import Tenant
+from .workflows import WorkflowSource
 
 
 class ChannelKind(models.TextChoices):
@@ -83,6 +84,12 @@ class AlertRule(models.Model):
     workflow_filter = models.CharField(
         max_length=200, blank=True, help_text="external_id prefix; blank = all."
     )
+    source_filter = models.CharField(
+        max_length=20,
+        blank=True,
+        choices=WorkflowSource.choices,
+        help_text="Only workflows this integration feeds; blank = every source.",
+    )
     channels = models.ManyToManyField(Channel, related_name="rules", blank=True)
     enabled = models.BooleanField(default=True)
     is_default = models.BooleanField(default=False)
@@ -120,6 +127,7 @@ RULE_DEFINITION_FIELDS = (
     "window_minutes",
     "interval_seconds",
     "workflow_filter",
+    "source_filter",
 )
 # The inclusive bounds of a rule's numbers (a week-long window at most, an evaluation every minute to
 # once a day). clean_rule enforces them and the rule form and the API schema state them, all from

@@ -28,7 +28,9 @@ class OtelSpan(models.Model):
     ``conversation_id`` is the conversation the span was mapped to (its own attribute or inherited).
     """
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    # No single-column index: the unique (tenant, trace id, span id) index leads with it, and a
+    # second one tempted the planner into reading all of a tenant's spans (ingest._spans_q).
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+", db_index=False)
     trace_id = models.CharField(max_length=32)
     span_id = models.CharField(max_length=16)
     parent_span_id = models.CharField(max_length=16, blank=True)

@@ -207,6 +207,11 @@ EVENT_TEXT: dict[str, EventText] = {
     "memoryhub.ConsumerTrace.fallback_reason": EventText(
         Reach.SCRUB, "workflow", "free text from the consumer"
     ),
+    # The model call's prompt quotes the summary and tail it was served; its answer may quote them.
+    "memoryhub.ConsumerTrace.input_messages": EventText(
+        Reach.SCRUB, "workflow", "the messages the model call was sent"
+    ),
+    "memoryhub.ConsumerTrace.output": EventText(Reach.SCRUB, "workflow", "the model call's answer"),
     "memoryhub.ValidationRecord.stored_reasons": EventText(
         Reach.LEGACY_EMPTY, "summary__workflow", "pre-payload rows only; append-only"
     ),
@@ -251,6 +256,7 @@ CONTENT_FREE: dict[str, str] = {
     "memoryhub.Channel.last_error": "a delivery error of an alert, which carries metrics, not event text",
     "memoryhub.AlertRule.name": _CONFIG,
     "memoryhub.AlertRule.workflow_filter": _CONFIG,
+    "memoryhub.AlertRule.source_filter": _CONFIG,
     "memoryhub.Notification.error": "a delivery error of an alert, which carries metrics, not event text",
     "memoryhub.Workflow.external_id": _ID,
     "memoryhub.Workflow.name": "the workflow's name, given when it was created",
@@ -319,6 +325,7 @@ CONTENT_FREE: dict[str, str] = {
     "triggers.ContextPolicy.model": "a model name",
     "triggers.ContextPolicy.strategies": _CONFIG,
     "triggers.ContextPolicy.quality": _CONFIG,
+    "triggers.ContextPolicy.repair": _CONFIG,
     "triggers.ContextPolicy.updated_by": _ACTOR,
     "triggers.TriggerDecision.reasons": "the trigger engine's reasons: token counts, thresholds, strategy names",
     "triggers.TriggerDecision.inputs": "token counts and limits the engine read",

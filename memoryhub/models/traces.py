@@ -36,6 +36,8 @@ TRACE_READ_FIELDS = (
 )
 # and where it ran and at what cost.
 TRACE_RUN_FIELDS = ("graph_release", "thread_id", "checkpoint_id", "fallback_reason", "input_tokens")
+# What the call sent and answered, where the integration recorded it (null: not recorded).
+TRACE_RESULT_FIELDS = ("input_messages", "output", "output_tokens", "latency_ms", "cost_usd")
 # A consumer trace as the traces API serves it.
 TRACE_API_FIELDS = (
     "trace_id",
@@ -46,6 +48,7 @@ TRACE_API_FIELDS = (
     *TRACE_READ_FIELDS,
     "source_refs",
     *TRACE_RUN_FIELDS,
+    *TRACE_RESULT_FIELDS,
     "flags",
     "actor",
     "at",
@@ -65,8 +68,12 @@ TRACE_DERIVED_FIELDS = frozenset(
         "at",
     }
 )
-# What a consumer may send: the rest of what is served, and whether the call fell back to retrieval.
-TRACE_INPUT_FIELDS = frozenset(TRACE_API_FIELDS) - TRACE_DERIVED_FIELDS | {"fallback_retrieval"}
+# What a consumer may send: the rest of what is served, whether the call fell back to retrieval, and
+# whether the server should attest the read (memoryhub.context.traces.attested_read).
+TRACE_INPUT_FIELDS = frozenset(TRACE_API_FIELDS) - TRACE_DERIVED_FIELDS | {
+    "fallback_retrieval",
+    "attest_read",
+}
 
 
 class ConsumerTrace(models.Model):
@@ -94,6 +101,14 @@ class ConsumerTrace(models.Model):
     # Why the consumer fell back to targeted retrieval (blank: it consumed summary + tail as served).
     fallback_reason = models.CharField(max_length=500, blank=True)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # The call's messages and answer as the integration recorded them. Null, not empty, when it
+    # recorded none: the trace page says "not recorded" rather than showing an empty call.
+    input_messages = models.JSONField(null=True, blank=True)
+    output = models.TextField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    # Same unit and precision as CompactionJob.cost_usd.
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     flags = models.JSONField(default=list, blank=True)
     actor = models.CharField(max_length=200, blank=True)
     at = models.DateTimeField(auto_now_add=True)

@@ -83,7 +83,8 @@ def filtered_workflows(tenant: Tenant, filters: dict[str, Any], now: datetime) -
         qs = qs.filter(tail_tokens__gte=filters["min_tail_tokens"])
     since, until = filters.get("since"), filters.get("until")
     if filters.get("window") and since is None:
-        since = now - WINDOWS[filters["window"]].span
+        # The overview's count over this window drills down to these: same start, ending now.
+        since, until = WINDOWS[filters["window"]].since(now), until or now
     for key in filters.get("has") or ():
         qs = qs.filter(SIGNALS[key].exists_for_workflow(since, until))
     if filters.get("sort") == "age":

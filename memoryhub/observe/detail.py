@@ -36,7 +36,7 @@ from memoryhub.models import (
     Workflow,
     role_at_least,
 )
-from memoryhub.observe import figures, metrics
+from memoryhub.observe import figures, framework, metrics
 from triggers.engine import PolicySpec
 from triggers.policy import is_over_budget
 
@@ -266,6 +266,7 @@ class WorkflowReport:
     awaiting: list[Summary]  # those of them waiting for an approval
     lifecycle: list[LifecycleEvent]
     results: dict[str, int]  # activation/rollback attempts by result
+    stale_attempts: int  # the stale_activation_attempts metric's rows of this workflow, all time
     traces: list[ConsumerTrace]
     artifacts: Sequence[Artifact]  # each with ``producers``
     jobs: list[CompactionJob]
@@ -286,13 +287,17 @@ def workflow_report(workflow: Workflow) -> WorkflowReport:
         .defer("summary__content", "prior_active_summary__content")
         .order_by("-at", "-id")[:RECENT_ROWS]
     )
-    results = dict(
+    # By result, and the stale_activation_attempts metric's own rows among them (stale or refused),
+    # so this page and the workflow list's column agree, in the same query.
+    stale_rows = metrics.counted_rows("stale_activation_attempts")
+    grouped = list(
         workflow.lifecycle_events.filter(action__in=["activate", "rollback"])
         .values("result")
-        .annotate(n=Count("pk"))
+        .annotate(n=Count("pk"), stale=Count("pk", filter=stale_rows.condition()))
         .order_by()
-        .values_list("result", "n")
+        .values_list("result", "n", "stale")
     )
+    results = {result: n for result, n, _stale in grouped}
     traces = list(
         workflow.traces.select_related("summary")
         .defer("summary__content")
@@ -313,6 +318,7 @@ def workflow_report(workflow: Workflow) -> WorkflowReport:
         awaiting=[s for s in summaries if s.pk in waiting],
         lifecycle=changes,
         results={r: results.get(r, 0) for r in LifecycleResult.values},
+        stale_attempts=sum(stale for _result, _n, stale in grouped),
         traces=traces,
         artifacts=artifacts,
         jobs=jobs,
@@ -359,6 +365,8 @@ class SummaryReport:
     awaiting_approval: bool
     comments: list[SummaryComment]
     can_comment: bool
+    opaque: framework.Opaque | None = None  # provider-encrypted content: its digest, shown once
+    observed: framework.ObservedVersion | None = None  # a framework's compaction: who, which trigger
 
 
 def summary_report(summary: Summary, role: str | None) -> SummaryReport:
@@ -394,12 +402,18 @@ def summary_report(summary: Summary, role: str | None) -> SummaryReport:
     diff = diff_summaries(previous, summary) if previous is not None else None
     mine = lifecycle.allowed_actions(summary, role, policy)
     comments = list(summary.comments.order_by("at", "id"))
+    opaque = framework.opaque_of(content)
+    checks = latest.checks_with_state() if latest else []
+    if opaque is not None:
+        checks = [
+            dict(c, detail=framework.without_digest(str(c.get("detail") or ""), opaque)) for c in checks
+        ]
     return SummaryReport(
         content=content,
         facts=facts,
         validations=validations,
         latest_validation=latest,
-        checks=latest.checks_with_state() if latest else [],
+        checks=checks,
         failed_checks=list(policy.failed_checks),
         previous=previous,
         diff=diff,
@@ -413,4 +427,6 @@ def summary_report(summary: Summary, role: str | None) -> SummaryReport:
         awaiting_approval=policy.awaiting_approval(summary),
         comments=comments,
         can_comment=role_at_least(role, lifecycle.ACTION_ROLES["comment"]),
+        opaque=opaque,
+        observed=framework.observed_version(summary),
     )

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from django.conf import settings
 from django.db import connection
@@ -65,6 +65,7 @@ from memoryhub.models import (
     TraceFlag,
     ValidationRecord,
     Workflow,
+    WorkflowSource,
 )
 from triggers.models import TriggerDecision
 from triggers.policy import effective_safe_budget_sql, tenant_safe_budget
@@ -140,8 +141,13 @@ METRICS: dict[str, MetricDef] = dict(
             "attempts",
             "Activation or rollback attempts refused as stale (compare-and-swap lost or older watermark).",
         ),
-        _m("validation_failures", COUNTER, "records", "Validation runs that failed."),
-        _m("validation_failure_rate", RATIO, "ratio", "Share of validation runs that failed."),
+        _m("validation_failures", COUNTER, "records", "Validation runs that failed (waivers are not runs)."),
+        _m(
+            "validation_failure_rate",
+            RATIO,
+            "ratio",
+            "Share of validation runs that failed (waivers are not runs).",
+        ),
         _m(
             "unexplained_source_gaps",
             COUNTER,
@@ -169,7 +175,8 @@ METRICS: dict[str, MetricDef] = dict(
             "acceptance_rate",
             RATIO,
             "ratio",
-            "Share of finished compactions whose summary was accepted (validated, active or superseded).",
+            "Share of finished compactions whose summary was accepted (validated, active or superseded; "
+            "a framework's summary that failed validation is not, though the framework reads it).",
         ),
         _m("generation_cost", COUNTER, "usd", "Compaction generation cost in USD."),
         _m("compaction_latency_ms", MEAN, "milliseconds", "Mean latency a successful compaction added."),
@@ -206,6 +213,14 @@ METRICS: dict[str, MetricDef] = dict(
             "requested or running (a trigger that should have fired).",
         ),
         _m(
+            "compactions_needing_repair",
+            COUNTER,
+            "compactions",
+            "Framework (observed) compactions whose summary lost an obligation or a salient unit, or "
+            "was empty: handed back, blocked or only observed, by the workflow's repair gate "
+            "(per source: memoryhub_compactions_needing_repair_by_source).",
+        ),
+        _m(
             "token_estimate_drift",
             MEAN,
             "ratio",
@@ -223,13 +238,24 @@ def metric_def(name: str) -> MetricDef:
 # --- how a metric is computed -----------------------------------------------------------------
 
 
+class Scope(NamedTuple):
+    """The workflows a metric reads: those whose external_id starts with ``prefix`` and whose
+    ``source`` (the integration feeding them) is ``source``; ``""`` leaves either open."""
+
+    prefix: str = ""
+    source: str = ""
+
+
+ALL = Scope()
+
+
 class MetricFunction(Protocol):
     """What the registry calls for a metric: the tenant's value over ``[since, until)`` (gauges:
-    now), narrowed to workflows whose external_id starts with ``prefix`` (``""``: all). ``None``
+    now), narrowed to the workflows in ``scope`` (``ALL``: every workflow). ``None``
     means "no data" (a ratio or mean over no rows, a gauge with no workflow), never zero."""
 
     def __call__(
-        self, tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+        self, tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
     ) -> float | None: ...
 
 
@@ -241,11 +267,15 @@ def _window(qs: QuerySet, field: str, since: datetime | None, until: datetime | 
     return qs
 
 
-def _prefix(qs: QuerySet, prefix: str, path: str = "workflow") -> QuerySet:
-    if not prefix:
-        return qs
-    lookup = "external_id__startswith" if not path else f"{path}__external_id__startswith"
-    return qs.filter(**{lookup: prefix})
+def _scoped(qs: QuerySet, scope: Scope, path: str = "workflow") -> QuerySet:
+    """``qs`` narrowed to the rows of workflows in ``scope`` (``path``: the rows' way to their workflow)."""
+    base = f"{path}__" if path else ""
+    lookups = {}
+    if scope.prefix:
+        lookups[f"{base}external_id__startswith"] = scope.prefix
+    if scope.source:
+        lookups[f"{base}source"] = scope.source
+    return qs.filter(**lookups) if lookups else qs
 
 
 def has_flag(flag: str, path: str = "") -> Q:
@@ -315,13 +345,13 @@ class Rows:
         return _window(qs, self.time_field, since, until)
 
     def between(
-        self, tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str = ""
+        self, tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope = ALL
     ) -> QuerySet:
         qs = _window(self.of_tenant(tenant), self.time_field, since, until)
-        return _prefix(qs, prefix, self.workflow_path)
+        return _scoped(qs, scope, self.workflow_path)
 
-    def __call__(self, tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str) -> float:
-        return float(self.between(tenant, since, until, prefix).count())
+    def __call__(self, tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope) -> float:
+        return float(self.between(tenant, since, until, scope).count())
 
 
 @dataclass(frozen=True)
@@ -336,25 +366,25 @@ class Share:
         return {"total": Count("pk"), "part": Count("pk", filter=self.part())}
 
     def __call__(
-        self, tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+        self, tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
     ) -> float | None:
-        agg = self.rows.between(tenant, since, until, prefix).aggregate(**self.tallies())
+        agg = self.rows.between(tenant, since, until, scope).aggregate(**self.tallies())
         return ratio(agg["part"], agg["total"])
 
 
 # --- gauges (running totals; the window is ignored) -------------------------------------------
 
 
-def _workflows(tenant: Tenant, prefix: str) -> QuerySet:
-    return _prefix(Workflow.objects.filter(tenant=tenant), prefix, path="")
+def _workflows(tenant: Tenant, scope: Scope) -> QuerySet:
+    return _scoped(Workflow.objects.filter(tenant=tenant), scope, path="")
 
 
 def _active_summary_age_seconds(
-    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+    tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
 ) -> float | None:
     # activated_at is set with the pointer (lifecycle._move_pointer), so no join to the summary.
     oldest = (
-        _workflows(tenant, prefix).filter(active_summary__isnull=False).aggregate(v=Min("activated_at"))["v"]
+        _workflows(tenant, scope).filter(active_summary__isnull=False).aggregate(v=Min("activated_at"))["v"]
     )
     if oldest is None:
         return None
@@ -362,28 +392,32 @@ def _active_summary_age_seconds(
 
 
 def _active_summary_age_events(
-    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+    tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
 ) -> float | None:
     # With an active summary, tail_events = head_seq − its watermark (maintained at activation/append).
-    qs = _workflows(tenant, prefix).filter(active_summary__isnull=False)
+    qs = _workflows(tenant, scope).filter(active_summary__isnull=False)
     return _float(qs.aggregate(v=Max("tail_events"))["v"])
 
 
-def _tail_events(tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str) -> float | None:
-    return _float(_workflows(tenant, prefix).aggregate(v=Max("tail_events"))["v"])
+def _tail_events(
+    tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
+) -> float | None:
+    return _float(_workflows(tenant, scope).aggregate(v=Max("tail_events"))["v"])
 
 
-def _tail_tokens(tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str) -> float | None:
-    return _float(_workflows(tenant, prefix).aggregate(v=Max("tail_tokens"))["v"])
+def _tail_tokens(
+    tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
+) -> float | None:
+    return _float(_workflows(tenant, scope).aggregate(v=Max("tail_tokens"))["v"])
 
 
 def _tail_budget_fraction(
-    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+    tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
 ) -> float | None:
     # Per-workflow override (one LEFT JOIN) else the tenant default: the budget the engine uses.
     budget = effective_safe_budget_sql(tenant_safe_budget(tenant))
     fraction = Cast("tail_tokens", FloatField()) / Cast(NullIf(budget, Value(0)), FloatField())
-    return _float(_workflows(tenant, prefix).aggregate(v=Max(fraction))["v"])
+    return _float(_workflows(tenant, scope).aggregate(v=Max(fraction))["v"])
 
 
 # --- counters, ratios and means over the window ---------------------------------------------
@@ -397,8 +431,15 @@ STALE_ATTEMPTS = Rows(
         action__in=[LifecycleAction.ACTIVATE, LifecycleAction.ROLLBACK],
     ),
 )
+# Validator runs only: a waiver appends a record too (passed, when it waives what failed), and
+# counting it would dilute the failure rate below what the validator found (an observed
+# compaction's failed run and its waiver read as "1 of 2 failed").
 VALIDATIONS = Rows(
-    ValidationRecord, "created_at", tenant_path="summary__tenant", workflow_path="summary__workflow"
+    ValidationRecord,
+    "created_at",
+    lambda: Q(waived_by=""),
+    tenant_path="summary__tenant",
+    workflow_path="summary__workflow",
 )
 VALIDATION_FAILURE_RATE = Share(VALIDATIONS, lambda: Q(passed=False))
 VALIDATION_FAILURES = VALIDATIONS.where(VALIDATION_FAILURE_RATE.part)
@@ -408,10 +449,34 @@ UNVALIDATED_READS = TRACES.where(_flagged(TraceFlag.UNVALIDATED_SUMMARY))
 MISSED_COMPACTIONS = TRACES.where(_flagged(TraceFlag.MISSED_COMPACTION))
 FALLBACK_TRACES = TRACES.where(_flagged(TraceFlag.FALLBACK_RETRIEVAL))
 FINISHED_JOBS = Rows(CompactionJob, "finished_at", lambda: Q(finished_at__isnull=False))
+
+
+def needed_repair_q() -> Q:
+    """An observed compaction whose recorded verdict says it needed repair
+    (``memoryhub.memory.repair``: ``attempts[0].repair.needed``). jsonb containment on
+    PostgreSQL; on SQLite a match on the stored JSON text (written by json.dumps)."""
+    observed = Q(idempotency_key__startswith="observed/")
+    if connection.vendor == "postgresql":
+        return observed & Q(attempts__contains=[{"repair": {"needed": True}}])
+    return observed & Q(attempts__icontains='"needed": true')
+
+
+NEEDING_REPAIR = FINISHED_JOBS.where(needed_repair_q)
 COMPACTIONS = FINISHED_JOBS.where(lambda: Q(status=JobStatus.SUCCEEDED))
+
+
+def accepted_q() -> Q:
+    """A finished compaction whose summary was accepted: validated, active or superseded, except a
+    framework's summary that failed its validator run and is active only by the observer's waiver
+    (memoryhub.memory.observed: "its failed checks stay on the record"). Counted as accepted, it
+    read "acceptance 100%" beside the same window's validation failures."""
+    failed_run = ValidationRecord.objects.filter(summary=OuterRef("summary"), passed=False, waived_by="")
+    observed = Q(idempotency_key__startswith="observed/")
+    return Q(summary__status__in=ACCEPTED_STATUSES) & ~(observed & Q(Exists(failed_run)))
+
+
 ACCEPTANCE = Share(
-    FINISHED_JOBS.where(lambda: Q(status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED])),
-    lambda: Q(summary__status__in=ACCEPTED_STATUSES),
+    FINISHED_JOBS.where(lambda: Q(status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED])), accepted_q
 )
 # action__in lets the (tenant, action, at) index serve every decision query.
 DECISIONS = Rows(TriggerDecision, "at", lambda: Q(action__in=["continue", "compact", "retrieve_or_block"]))
@@ -420,8 +485,8 @@ OVERFLOW_INCIDENTS = DECISIONS.where(lambda: Q(hard_limit__gt=0, projected_token
 FALLBACK_DECISIONS = DECISIONS.where(lambda: Q(action="retrieve_or_block"))
 
 
-def _artifacts(tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str) -> QuerySet:
-    return _prefix(_window(Artifact.objects.filter(tenant=tenant), "at", since, until), prefix)
+def _artifacts(tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope) -> QuerySet:
+    return _scoped(_window(Artifact.objects.filter(tenant=tenant), "at", since, until), scope)
 
 
 def _artifact_chain_annotations(qs: QuerySet) -> QuerySet:
@@ -434,9 +499,9 @@ def _artifact_chain_annotations(qs: QuerySet) -> QuerySet:
 
 
 def _artifact_chain_counts(
-    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+    tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
 ) -> dict[str, int]:
-    qs = _artifact_chain_annotations(_artifacts(tenant, since, until, prefix))
+    qs = _artifact_chain_annotations(_artifacts(tenant, since, until, scope))
     return qs.aggregate(
         total=Count("id"),
         complete=Count("id", filter=Q(has_trace=True, has_broken_trace=False)),
@@ -444,50 +509,52 @@ def _artifact_chain_counts(
 
 
 def _audit_trace_completeness(
-    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+    tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
 ) -> float | None:
-    agg = _artifact_chain_counts(tenant, since, until, prefix)
+    agg = _artifact_chain_counts(tenant, since, until, scope)
     return ratio(agg["complete"], agg["total"])
 
 
-def _missing_provenance(tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str) -> float:
-    traces = TRACES.between(tenant, since, until, prefix).filter(incomplete_trace_q()).count()
-    agg = _artifact_chain_counts(tenant, since, until, prefix)
+def _missing_provenance(
+    tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
+) -> float:
+    traces = TRACES.between(tenant, since, until, scope).filter(incomplete_trace_q()).count()
+    agg = _artifact_chain_counts(tenant, since, until, scope)
     return float(traces + (agg["total"] or 0) - (agg["complete"] or 0))
 
 
 def _time_to_reconstruct_ms(
-    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+    tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
 ) -> float | None:
     qs = _window(Investigation.objects.filter(tenant=tenant), "at", since, until)
-    qs = _prefix(qs, prefix, "artifact__workflow")
+    qs = _scoped(qs, scope, "artifact__workflow")
     return _float(qs.aggregate(v=Avg("elapsed_ms"))["v"])
 
 
-def _tokens_before(tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str) -> float:
-    return float(COMPACTIONS.between(tenant, since, until, prefix).aggregate(v=Sum("tokens_in"))["v"] or 0)
+def _tokens_before(tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope) -> float:
+    return float(COMPACTIONS.between(tenant, since, until, scope).aggregate(v=Sum("tokens_in"))["v"] or 0)
 
 
-def _tokens_after(tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str) -> float:
-    return float(COMPACTIONS.between(tenant, since, until, prefix).aggregate(v=Sum("tokens_out"))["v"] or 0)
+def _tokens_after(tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope) -> float:
+    return float(COMPACTIONS.between(tenant, since, until, scope).aggregate(v=Sum("tokens_out"))["v"] or 0)
 
 
-def _generation_cost(tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str) -> float:
+def _generation_cost(tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope) -> float:
     # Failed attempts cost money too: every finished job counts.
-    return float(FINISHED_JOBS.between(tenant, since, until, prefix).aggregate(v=Sum("cost_usd"))["v"] or 0)
+    return float(FINISHED_JOBS.between(tenant, since, until, scope).aggregate(v=Sum("cost_usd"))["v"] or 0)
 
 
 def _compaction_latency_ms(
-    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+    tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
 ) -> float | None:
-    qs = COMPACTIONS.between(tenant, since, until, prefix)
+    qs = COMPACTIONS.between(tenant, since, until, scope)
     return _float(qs.aggregate(v=Avg("latency_ms"))["v"])
 
 
 def _fallback_retrievals(
-    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+    tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
 ) -> float:
-    return FALLBACK_DECISIONS(tenant, since, until, prefix) + FALLBACK_TRACES(tenant, since, until, prefix)
+    return FALLBACK_DECISIONS(tenant, since, until, scope) + FALLBACK_TRACES(tenant, since, until, scope)
 
 
 def quality_floor() -> float:
@@ -495,14 +562,14 @@ def quality_floor() -> float:
 
 
 def _token_estimate_drift(
-    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+    tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
 ) -> float | None:
-    qs = _prefix(_window(TokenEstimate.objects.filter(tenant=tenant), "at", since, until), prefix)
+    qs = _scoped(_window(TokenEstimate.objects.filter(tenant=tenant), "at", since, until), scope)
     return _float(qs.aggregate(v=Avg(Abs("drift")))["v"])
 
 
 def _quality_regressions(
-    tenant: Tenant, since: datetime | None, until: datetime | None, prefix: str
+    tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
 ) -> float:
     previous = (
         Artifact.objects.filter(workflow=OuterRef("workflow"), quality_score__isnull=False)
@@ -511,7 +578,7 @@ def _quality_regressions(
         .values("quality_score")[:1]
     )
     qs = (
-        _artifacts(tenant, since, until, prefix)
+        _artifacts(tenant, since, until, scope)
         .filter(quality_score__isnull=False)
         .annotate(previous_score=Subquery(previous))
     )
@@ -546,8 +613,98 @@ _COMPUTERS: dict[str, MetricFunction] = {
     "unvalidated_consumptions": UNVALIDATED_READS,
     "missed_compaction": MISSED_COMPACTIONS,
     "token_estimate_drift": _token_estimate_drift,
+    "compactions_needing_repair": NEEDING_REPAIR,
 }
 assert set(_COMPUTERS) == set(METRICS), "every metric needs exactly one computer"
+
+# The rows each windowed metric that is neither a count nor a share of rows reads in its window.
+# Over a bucket where none of them has a row it is what it is over no rows, so a backfill of days
+# computes it only for the buckets where one has (rollup). A new windowed metric must say here
+# what it reads (tests/memoryhub/test_overview_rollups.py checks every sample against compute).
+WINDOW_READS: dict[str, tuple[Rows, ...]] = {
+    "audit_trace_completeness": (Rows(Artifact, "at"),),
+    "missing_provenance": (TRACES, Rows(Artifact, "at")),
+    "time_to_reconstruct_ms": (Rows(Investigation, "at", workflow_path="artifact__workflow"),),
+    "tokens_before": (COMPACTIONS,),
+    "tokens_after": (COMPACTIONS,),
+    "generation_cost": (FINISHED_JOBS,),
+    "compaction_latency_ms": (COMPACTIONS,),
+    "fallback_retrievals": (FALLBACK_DECISIONS, FALLBACK_TRACES),
+    "quality_regressions": (Rows(Artifact, "at"),),
+    "token_estimate_drift": (Rows(TokenEstimate, "at"),),
+}
+assert {
+    name
+    for name, definition in METRICS.items()
+    if definition.kind != GAUGE and not isinstance(_COMPUTERS[name], Rows | Share)
+} == set(WINDOW_READS), "a windowed metric must be a count or share of rows, or say what it reads"
+
+
+def needing_repair_by_source(
+    tenant: Tenant, since: datetime | None = None, until: datetime | None = None
+) -> dict[str, int]:
+    """``compactions_needing_repair`` per workflow source (sources without any are left out)."""
+    return dict(
+        NEEDING_REPAIR.between(tenant, since, until)
+        .values("workflow__source")
+        .annotate(n=Count("pk"))
+        .order_by()
+        .values_list("workflow__source", "n")
+    )
+
+
+# The overview's "Compactions per source" card counts the window's compactions per workflow
+# source, and how many of them were observed and needed repair. Counting a busy week's jobs on
+# every page view grew with the data, so the rollup writes them per 5-minute bucket as well: one
+# sample per source and part that is not zero, named by source_metric(), plus a SOURCE_MARK
+# sample for every bucket it rolled up (value: the bucket's compactions), which says which
+# buckets the per-source samples cover (a covered bucket without a source's sample counts 0).
+SOURCE_MARK = "compactions_by_source"
+SOURCE_PARTS = ("compactions", "observed", "needed_repair")
+
+
+def source_metric(source: str, part: str) -> str:
+    return f"{SOURCE_MARK}:{source}:{part}"
+
+
+def source_metric_names() -> list[str]:
+    return [SOURCE_MARK] + [source_metric(s, p) for s in WorkflowSource.values for p in SOURCE_PARTS]
+
+
+def _source_tallies() -> dict[str, Count]:
+    """SOURCE_PARTS as aggregates of compaction jobs."""
+    return {
+        "compactions": Count("pk"),
+        "observed": Count("pk", filter=Q(idempotency_key__startswith="observed/")),
+        "needed_repair": Count("pk", filter=needed_repair_q()),
+    }
+
+
+def compactions_per_source(compactions: QuerySet) -> dict[str, dict[str, int]]:
+    """``{source: {part: n}}`` for these compaction jobs, in one grouped query."""
+    rows = compactions.values("workflow__source").annotate(**_source_tallies()).order_by()
+    return {row["workflow__source"]: {part: row[part] for part in SOURCE_PARTS} for row in rows}
+
+
+def _source_samples(tenant: Tenant, starts: list[datetime]) -> list[MetricSample]:
+    """The per-source samples of these 5-minute buckets, and each bucket's SOURCE_MARK."""
+    counted = _bucketed(
+        COMPACTIONS.of_tenant(tenant), COMPACTIONS.time_field, starts, _source_tallies(), "workflow__source"
+    )
+    samples, totals = [], dict.fromkeys(starts, 0)
+    for (start, source), parts in counted.items():
+        if start not in totals:
+            continue
+        totals[start] += parts["compactions"]
+        samples += [
+            MetricSample(tenant=tenant, metric=source_metric(source, part), bucket_start=start, value=n)
+            for part, n in parts.items()
+            if n
+        ]
+    return samples + [
+        MetricSample(tenant=tenant, metric=SOURCE_MARK, bucket_start=start, value=n)
+        for start, n in totals.items()
+    ]
 
 
 def counted_rows(metric: str) -> Rows:
@@ -576,15 +733,17 @@ def compute(
     since: datetime | None,
     until: datetime | None = None,
     workflow_prefix: str = "",
+    source: str = "",
 ) -> float | None:
     """Value of ``metric`` for ``tenant`` over ``[since, until)`` (gauges: now).
 
-    ``workflow_prefix`` narrows it to workflows whose external_id starts with it. ``None`` means
-    "no data" (a ratio or mean over no rows, a gauge with no workflow), never zero.
+    ``workflow_prefix`` narrows it to workflows whose external_id starts with it, ``source`` to
+    the workflows one integration feeds. ``None`` means "no data" (a ratio or mean over no rows,
+    a gauge with no workflow), never zero.
     """
     if metric not in _COMPUTERS:
         raise KeyError(f"unknown metric {metric!r}")
-    return _COMPUTERS[metric](tenant, since, until, workflow_prefix or "")
+    return _COMPUTERS[metric](tenant, since, until, Scope(workflow_prefix or "", source or ""))
 
 
 def snapshot(
@@ -714,18 +873,89 @@ def rollup(
         ).values_list("metric", "bucket_start")
     )
     rows: list[MetricSample] = []
+    busy = _BusyBuckets(tenant)
     for name, definition in METRICS.items():
         if definition.kind == GAUGE and not gauges:
             continue
         starts = [last] if definition.kind == GAUGE else _bucket_range(earliest, last)
-        for start in starts:
-            if (name, start) in existing:
-                continue
-            value = compute(tenant, name, since=start, until=start + ROLLUP_BUCKET)
-            if value is not None:
-                rows.append(MetricSample(tenant=tenant, metric=name, bucket_start=start, value=value))
+        missing = [start for start in starts if (name, start) not in existing]
+        if missing:
+            rows += [
+                MetricSample(tenant=tenant, metric=name, bucket_start=start, value=value)
+                for start, value in _bucket_values(tenant, name, missing, busy).items()
+                if value is not None
+            ]
+    missing = [start for start in _bucket_range(earliest, last) if (SOURCE_MARK, start) not in existing]
+    if missing:
+        rows += _source_samples(tenant, missing)
     MetricSample.objects.bulk_create(rows, ignore_conflicts=True)
     return len(rows)
+
+
+class _BusyBuckets:
+    """Which 5-minute buckets hold rows of a Rows definition (one query per definition)."""
+
+    def __init__(self, tenant: Tenant) -> None:
+        self.tenant = tenant
+        self.found: dict[tuple[int, datetime, datetime], set[datetime]] = {}
+
+    def of(self, rows: Rows, starts: list[datetime]) -> set[datetime]:
+        key = (id(rows), starts[0], starts[-1])
+        if key not in self.found:
+            counted = _bucketed(rows.of_tenant(self.tenant), rows.time_field, starts, {"n": Count("pk")})
+            self.found[key] = {start for (start,), n in counted.items() if n["n"]}
+        return self.found[key]
+
+
+def _bucket_values(
+    tenant: Tenant, metric: str, starts: list[datetime], busy: _BusyBuckets
+) -> dict[datetime, float | None]:
+    """The metric over each of these 5-minute buckets. A count of rows or a share of them is one
+    query for all the buckets (a backfill of days would otherwise be a query per bucket); another
+    windowed metric is computed for the buckets where what it reads has rows, and is its value
+    over no rows (an empty window) elsewhere."""
+    computer = _COMPUTERS[metric]
+    if isinstance(computer, Rows):
+        counted = _bucketed(computer.of_tenant(tenant), computer.time_field, starts, {"n": Count("pk")})
+        return {start: float(counted.get((start,), {"n": 0})["n"]) for start in starts}
+    if isinstance(computer, Share):
+        rows = computer.rows
+        tallied = _bucketed(rows.of_tenant(tenant), rows.time_field, starts, computer.tallies())
+        return {
+            start: ratio(t["part"], t["total"]) if (t := tallied.get((start,))) else None for start in starts
+        }
+    if metric in WINDOW_READS:
+        active = set().union(*(busy.of(rows, starts) for rows in WINDOW_READS[metric]))
+        nothing = compute(tenant, metric, since=starts[0], until=starts[0])
+        return {
+            start: compute(tenant, metric, since=start, until=start + ROLLUP_BUCKET)
+            if start in active
+            else nothing
+            for start in starts
+        }
+    return {start: compute(tenant, metric, since=start, until=start + ROLLUP_BUCKET) for start in starts}
+
+
+def _bucketed(
+    qs: QuerySet, time_field: str, starts: list[datetime], aggregates: dict[str, Any], *by: str
+) -> dict[tuple[Any, ...], dict[str, int]]:
+    """``aggregates`` of these rows per 5-minute bucket from the first of ``starts`` to the end of
+    the last (and per ``by`` field): ``{(bucket_start, *by values): {name: value}}``, in one query
+    grouped by minute (a 5-minute bucket is whole minutes, epoch-aligned)."""
+    minutes = (
+        _window(qs, time_field, starts[0], starts[-1] + ROLLUP_BUCKET)
+        .annotate(minute=Trunc(time_field, "minute", tzinfo=UTC))
+        .values("minute", *by)
+        .annotate(**aggregates)
+        .order_by()
+    )
+    found: dict[tuple[Any, ...], dict[str, int]] = {}
+    for row in minutes:
+        key = (bucket_floor(row["minute"], ROLLUP_BUCKET), *(row[field] for field in by))
+        totals = found.setdefault(key, dict.fromkeys(aggregates, 0))
+        for name in aggregates:
+            totals[name] += row[name]
+    return found
 
 
 def _bucket_range(first: datetime, last: datetime) -> list[datetime]:

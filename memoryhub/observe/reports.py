@@ -11,6 +11,7 @@ volume, and the number of queries does not grow with rows.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -20,8 +21,10 @@ from typing import Any, cast
 from django.db.models import Count, Exists, Max, Min, OuterRef, Prefetch, Q, QuerySet, Sum
 from django.db.models.functions import Trunc
 
+from audit.content import summary_unavailable
 from audit.replay import replay_bundle
 from audit.review import inbox_counts
+from memoryhub.core.opaque import unreadable
 from memoryhub.models import (
     AlertEvaluation,
     AlertEvent,
@@ -29,7 +32,9 @@ from memoryhub.models import (
     Artifact,
     Channel,
     ConsumerTrace,
+    Event,
     Notification,
+    Summary,
     Tenant,
     Workflow,
     WorkflowSource,
@@ -56,6 +61,12 @@ class Window:
         size = int(self.bucket.total_seconds())
         last = datetime.fromtimestamp(int(now.timestamp()) // size * size, tz=UTC)
         return [last - self.bucket * i for i in range(math.ceil(self.span / self.bucket) - 1, -1, -1)]
+
+    def since(self, now: datetime) -> datetime:
+        """Where the window starts: its first bucket. Every figure over the window (the counts, the
+        charts, the per-source table, the workflow list's drill-down) counts from here, so they
+        count the same rows; up to one bucket later than ``now - span`` (the page says when)."""
+        return self.starts(now)[0]
 
 
 WINDOWS = {
@@ -287,6 +298,7 @@ class OverviewSeries:
     counts: dict[str, list[int]]
     acceptance: list[float | None]
     acceptance_total: float | None
+    per_source: dict[str, dict[str, int]]  # the window's compactions per source and part
 
 
 def overview_series(tenant: Tenant, window: Window, now: datetime) -> OverviewSeries:
@@ -298,7 +310,7 @@ def overview_series(tenant: Tenant, window: Window, now: datetime) -> OverviewSe
     """
     starts = window.starts(now)
     slots = Slots(window, starts[0], now)
-    names = [s.metric for s in SIGNALS.values()] + [ACCEPTANCE_METRIC]
+    names = [s.metric for s in SIGNALS.values()] + [ACCEPTANCE_METRIC] + metrics.source_metric_names()
     whole = metrics.rolled_up(tenant, names, slots.since, slots.unit_floor, window.trunc)
     recent = metrics.rolled_up(tenant, names, slots.unit_floor, slots.bucket_floor, "minute")
     rolled = {name: whole[name] | recent[name] for name in names}
@@ -306,10 +318,32 @@ def overview_series(tenant: Tenant, window: Window, now: datetime) -> OverviewSe
         key: signal_counts(signal, tenant, window, starts, slots, rolled[signal.metric])
         for key, signal in SIGNALS.items()
     }
-    per_bucket, total = acceptance(
+    per_bucket, _approx = acceptance(
         tenant, window, starts, slots, rolled[SIGNALS["compaction"].metric], rolled[ACCEPTANCE_METRIC]
     )
-    return OverviewSeries(starts, counts, per_bucket, total)
+    # The headline rate is the metric itself over the window (one aggregate over the window's
+    # jobs): the rollups keep a rate, not its tallies, and a summary quarantined after its bucket
+    # was rolled up would leave a mean of old rates disagreeing with the alert and the API.
+    total = metrics.compute(tenant, ACCEPTANCE_METRIC, since=starts[0], until=now)
+    return OverviewSeries(starts, counts, per_bucket, total, source_counts(tenant, slots, rolled))
+
+
+def source_counts(tenant: Tenant, slots: Slots, rolled: dict[str, Rolled]) -> dict[str, dict[str, int]]:
+    """The window's compactions per source and part (metrics.SOURCE_PARTS): the per-source rollups
+    where they cover, one grouped count of the jobs elsewhere (the current 5 minutes at least)."""
+    covered, ranges = slots.split(rolled[metrics.SOURCE_MARK])
+    jobs = metrics.counted_rows(SIGNALS["compaction"].metric)
+    counts = metrics.compactions_per_source(
+        jobs.between(tenant, None, slots.now).filter(_in_ranges(jobs.time_field, ranges))
+    )
+    for source in WorkflowSource.values:
+        for part in metrics.SOURCE_PARTS:
+            samples = rolled[metrics.source_metric(source, part)]
+            n = int(sum(total for start, (total, _n, _mean) in samples.items() if start in covered))
+            if n:
+                parts = counts.setdefault(source, dict.fromkeys(metrics.SOURCE_PARTS, 0))
+                parts[part] += n
+    return counts
 
 
 @dataclass(frozen=True)
@@ -319,6 +353,7 @@ class SourceRow:
     workflows: int
     compactions: int
     observed: int
+    needed_repair: int = 0  # observed compactions whose summary lost something (memoryhub.memory.repair)
 
 
 @dataclass
@@ -327,6 +362,7 @@ class OverviewNumbers:
 
     state: dict[str, Any]
     review: dict[str, int]
+    since: datetime  # where the window's counts start (Window.since)
     by_source: list[SourceRow]
     counts: dict[str, int]
     acceptance: float | None
@@ -350,18 +386,20 @@ def overview_numbers(
     return OverviewNumbers(
         state=state,
         review=inbox_counts(tenant.pk),
-        by_source=compactions_by_source(tenant, now - window.span, now),
+        since=series.starts[0],
+        by_source=source_rows(tenant, series.per_source),
         counts={key: sum(counts) for key, counts in series.counts.items()},
         acceptance=series.acceptance_total,
         budget=budget,
     )
 
 
-def compactions_by_source(tenant: Tenant, since: datetime, until: datetime) -> list[SourceRow]:
-    """Per workflow source: workflows, and compactions finished in the window (observed ones apart).
+def source_rows(tenant: Tenant, per_source: dict[str, dict[str, int]]) -> list[SourceRow]:
+    """Per workflow source: workflows, and the window's compactions (observed ones apart, and of
+    those the ones that needed repair). Sources with neither are left out.
 
     Observed compactions (performed by a framework or provider) are jobs keyed ``observed/…``
-    (``memoryhub.memory.observed``); the rest ran in MemoryHub. Sources with neither are left out.
+    (``memoryhub.memory.observed``); the rest ran in MemoryHub.
     """
     workflows = dict(
         Workflow.objects.filter(tenant=tenant)
@@ -370,20 +408,19 @@ def compactions_by_source(tenant: Tenant, since: datetime, until: datetime) -> l
         .order_by()
         .values_list("source", "n")
     )
-    jobs = {
-        row["workflow__source"]: row
-        for row in metrics.counted_rows(SIGNALS["compaction"].metric)
-        .between(tenant, since, until)
-        .values("workflow__source")
-        .annotate(n=Count("pk"), observed=Count("pk", filter=Q(idempotency_key__startswith="observed/")))
-        .order_by()
-    }
     rows = []
     for value, label in WorkflowSource.choices:
-        job = jobs.get(value, {})
+        job = per_source.get(value, {})
         if workflows.get(value) or job:
             rows.append(
-                SourceRow(value, label, workflows.get(value, 0), job.get("n", 0), job.get("observed", 0))
+                SourceRow(
+                    value,
+                    label,
+                    workflows.get(value, 0),
+                    job.get("compactions", 0),
+                    job.get("observed", 0),
+                    job.get("needed_repair", 0),
+                )
             )
     return rows
 
@@ -393,7 +430,7 @@ def gauge_series(
 ) -> tuple[list[datetime], list[float | None]]:
     """A gauge per bucket: the past from memoryhub.observe.metrics rollups, the current bucket live.
     Buckets without a rollup are gaps, not zeros."""
-    points = metrics.series(tenant, metric, now - window.span, window.bucket, now=now)
+    points = metrics.series(tenant, metric, window.since(now), window.bucket, now=now)
     return [p[0] for p in points], [None if p[1] is None else p[1] * scale for p in points]
 
 
@@ -578,6 +615,20 @@ def trace_agents(tenant: Tenant) -> list[str]:
     )
 
 
+# Tail events shown on a trace page; the rest are one link away on the event range page.
+TRACE_TAIL_SHOWN = 100
+
+
+@dataclass
+class ServedSummary:
+    """The summary a call was served, as the trace page shows it: its narrative when readable,
+    else why not (purged, opaque, no narrative)."""
+
+    summary: Summary
+    narrative: str
+    unavailable: str
+
+
 @dataclass
 class TraceReport:
     """A model call: what it read (summary up to ``watermark``, then the tail from ``tail_from``),
@@ -587,10 +638,67 @@ class TraceReport:
     tail_from: int
     artifacts: list[Artifact]
     bundle: dict[str, Any]
+    served_summary: ServedSummary | None
+    tail: list[Event]  # the first TRACE_TAIL_SHOWN served tail events, in seq order
+    tail_count: int  # every event of the served tail (seq tail_from..tail_to_seq)
+    messages: list[ShownMessage] | None  # None: the integration recorded none
+
+
+@dataclass
+class ShownMessage:
+    """One recorded message: who spoke, what it said, and whatever else it carried (tool calls,
+    ids) kept apart so each is shown once."""
+
+    role: str
+    name: str
+    content: Any
+    extra: dict[str, Any]
+
+
+def shown_messages(messages: list[dict[str, Any]] | None) -> list[ShownMessage] | None:
+    if messages is None:
+        return None
+    return [
+        ShownMessage(
+            role=str(m.get("role", "")),
+            name=str(m.get("name") or ""),
+            content=m.get("content"),
+            extra={k: v for k, v in m.items() if k not in ("role", "name", "content")},
+        )
+        for m in messages
+        if isinstance(m, dict)
+    ]
+
+
+def summary_as_served(summary: Summary) -> ServedSummary:
+    purged = summary_unavailable(summary)
+    if purged:
+        return ServedSummary(summary, "", purged)
+    try:
+        content = json.loads(summary.content)
+    except ValueError:
+        return ServedSummary(summary, "", "its content is not JSON")
+    opaque = unreadable(content)
+    if opaque:
+        return ServedSummary(summary, "", opaque)
+    narrative = content.get("narrative") if isinstance(content, dict) else None
+    if not isinstance(narrative, str) or not narrative.strip():
+        return ServedSummary(summary, "", "no narrative: facts and open items only")
+    return ServedSummary(summary, narrative, "")
 
 
 def trace_report(trace: ConsumerTrace) -> TraceReport:
     summary = trace.summary
     watermark = summary.covers_to_seq if summary is not None else trace.summary_watermark
     bundle = replay_bundle(trace)
-    return TraceReport(watermark, watermark + 1, list(trace.artifacts.order_by("at", "id")), bundle)
+    tail = Event.objects.filter(workflow=trace.workflow, seq__gt=watermark, seq__lte=trace.tail_to_seq)
+    return TraceReport(
+        watermark,
+        watermark + 1,
+        list(trace.artifacts.order_by("at", "id")),
+        bundle,
+        summary_as_served(summary) if summary is not None else None,
+        list(tail.select_related("purge").order_by("seq")[:TRACE_TAIL_SHOWN]),
+        max(trace.tail_to_seq - watermark, 0),
+        shown_messages(trace.input_messages),
+    )

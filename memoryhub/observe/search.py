@@ -3,8 +3,10 @@ functions returning plain dataclasses (the pages in memoryhub/web/views/search.p
 
 Search finds, by id, workflows (external id), summaries (``sum_…``, or ``S3`` within a workflow),
 artifacts (``T57``), consumer traces and model calls (``call-…``, agent run ids, ``#12``), and, by
-text, the events of one workflow. The timeline lists a workflow's events filtered by kind, agent
-and text, from a seq onwards; a text hit marks the phrase (``<mark>``), not the whole row.
+free text, the events of every workflow of the tenant (ranked, a page at a time:
+memoryhub.memory.search.search_events), or of one workflow when asked for. The timeline lists a
+workflow's events filtered by kind, agent and text, from a seq onwards; a text hit marks the phrase
+(``<mark>``), not the whole row.
 """
 
 from __future__ import annotations
@@ -19,15 +21,16 @@ from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from memoryhub.memory.search import candidate_seqs
+from memoryhub.memory.search import candidate_seqs, query_words, search_events
 from memoryhub.models import Artifact, ConsumerTrace, Event, Summary, Tenant, Workflow
 
 HITS_PER_KIND = 20
-EVENT_HITS = 50
+EVENTS_PER_PAGE = 20  # free-text event hits per search page
+MAX_EVENT_PAGE = 50  # deeper than this: refine the query
 TIMELINE_ROWS = 100
 TIMELINE_AGENTS = 100  # agents offered by the timeline's filter
 TIMELINE_LEAD = 10  # rows shown before the target seq when the timeline opens at one
-SNIPPET = 160  # characters of context either side of an event-text hit on the search page
+SNIPPET = 160  # characters of context before an event-text hit on the search page (twice that after)
 PREFILTER_MAX = 5000  # more trigram candidates than this: let the database scan instead
 VERSION_RE = re.compile(r"^[Ss](\d{1,6})$")
 TRACE_NO_RE = re.compile(r"^#?(\d{1,12})$")
@@ -41,6 +44,7 @@ class Hit:
     detail: str = ""
     exact: bool = False
     snippet: SafeString | str = ""
+    workflow: str = ""  # an event hit's workflow (external id)
 
 
 def highlight(text: str, phrase: str) -> SafeString:
@@ -52,13 +56,24 @@ def highlight(text: str, phrase: str) -> SafeString:
     return mark_safe("".join(out))
 
 
-def snippet(text: str, phrase: str) -> SafeString:
-    """The stretch of ``text`` around the first hit, phrase marked (long texts are cut with …)."""
-    at = text.lower().find(phrase.lower())
-    if at < 0:
-        return highlight(text[: 2 * SNIPPET], "")
-    start, end = max(0, at - SNIPPET), min(len(text), at + len(phrase) + SNIPPET)
-    body = highlight(text[start:end], phrase)
+def highlight_words(text: str, words: list[str]) -> SafeString:
+    """``text`` escaped, every case-insensitive occurrence of any of ``words`` wrapped in <mark>."""
+    words = sorted({w for w in words if w}, key=len, reverse=True)
+    if not words:
+        return mark_safe(escape(text))
+    parts = re.split("(" + "|".join(map(re.escape, words)) + ")", text, flags=re.IGNORECASE)
+    return mark_safe(
+        "".join(f"<mark>{escape(p)}</mark>" if i % 2 else escape(p) for i, p in enumerate(parts))
+    )
+
+
+def words_snippet(text: str, words: list[str]) -> SafeString:
+    """The stretch of ``text`` around the first occurrence of any of ``words``, each marked."""
+    lowered = text.lower()
+    found = [at for at in (lowered.find(w) for w in words) if at >= 0]
+    at = min(found) if found else 0
+    start, end = max(0, at - SNIPPET), min(len(text), at + 2 * SNIPPET)
+    body = highlight_words(text[start:end], words)
     return mark_safe(("…" if start else "") + body + ("…" if end < len(text) else ""))
 
 
@@ -166,29 +181,44 @@ def containing(qs: QuerySet[Event], workflow: Workflow, q: str, from_seq: int = 
     return qs.filter(content__icontains=q, purged_at__isnull=True)
 
 
-def event_hits(workflow: Workflow, q: str) -> list[Hit]:
-    events = (
-        containing(Event.objects.filter(workflow=workflow), workflow, q)
-        .only("seq", "kind", "agent", "content")
-        .order_by("seq")[:EVENT_HITS]
+def event_hits(tenant: Tenant, q: str, workflow: Workflow | None, page: int) -> tuple[list[Hit], bool, str]:
+    """Page ``page`` of the free-text event hits (of ``workflow`` alone, when given), best first:
+    the hits, whether a next page exists, and the engine that ranked them."""
+    found = search_events(
+        tenant, q, workflow=workflow, offset=(page - 1) * EVENTS_PER_PAGE, limit=EVENTS_PER_PAGE
     )
-    return [
-        Hit(
-            "event",
-            f"seq {e.seq}",
-            timeline_url(workflow, q=q, seq=e.seq),
-            f"{e.kind} · {e.agent}",
-            snippet=snippet(e.content, q),
+    bare = q.replace('"', " ")
+    words = [" ".join(bare.lower().split()), *query_words(bare)]  # the phrase first, then each word
+    hits = []
+    for m in found.matches:
+        e = m.event
+        # The timeline filters by the phrase: pass it on only where the event holds it verbatim.
+        phrase = q if q.lower() in e.content.lower() else ""
+        hits.append(
+            Hit(
+                "event",
+                f"seq {e.seq}",
+                timeline_url(e.workflow, q=phrase, seq=e.seq),
+                f"{e.kind} · {e.agent}" if e.agent else e.kind,
+                snippet=words_snippet(e.content, words),
+                workflow=m.workflow_external_id,
+            )
         )
-        for e in events
-    ]
+    return hits, found.has_next, found.engine
+
+
+SCOPES = ("tenant", "workflow")
 
 
 @dataclass(frozen=True)
 class SearchResults:
-    workflow: Workflow | None  # the workflow whose events were searched (``?workflow=``), if found
+    workflow: Workflow | None  # the workflow named by ``?workflow=``, if it is the tenant's
     hits: list[Hit] = field(default_factory=list)
     events: list[Hit] = field(default_factory=list)
+    scope: str = "tenant"  # whose events were searched: the tenant's, or one workflow's
+    page: int = 1
+    has_next: bool = False
+    engine: str = ""
 
     @property
     def only_exact(self) -> Hit | None:
@@ -197,16 +227,21 @@ class SearchResults:
         return exact[0] if len(exact) == 1 else None
 
 
-def search(tenant: Tenant, q: str, workflow_id: str = "") -> SearchResults:
-    """Id hits for ``q`` across the tenant and, within workflow ``workflow_id``, event-text hits."""
+def search(tenant: Tenant, q: str, workflow_id: str = "", *, scope: str = "", page: int = 1) -> SearchResults:
+    """Id hits for ``q`` across the tenant, and page ``page`` of its free-text event hits: across
+    every workflow of the tenant, or within workflow ``workflow_id`` when one is named and
+    ``scope`` is not "tenant" (a named workflow that is not the tenant's finds no event)."""
     workflow = (
         Workflow.objects.filter(tenant=tenant, external_id=workflow_id).first() if workflow_id else None
     )
+    scope = "workflow" if workflow_id and scope != "tenant" else "tenant"
     if not q:
-        return SearchResults(workflow)
+        return SearchResults(workflow, scope=scope)
     hits = id_hits(tenant, q, workflow)
-    events = event_hits(workflow, q) if workflow is not None else []
-    return SearchResults(workflow, hits, events)
+    if scope == "workflow" and workflow is None:
+        return SearchResults(workflow, hits, scope=scope)
+    events, has_next, engine = event_hits(tenant, q, workflow if scope == "workflow" else None, page)
+    return SearchResults(workflow, hits, events, scope, page, has_next, engine)
 
 
 # --- event timeline -------------------------------------------------------------------------------
@@ -241,7 +276,9 @@ def timeline(workflow: Workflow, *, kind: str, agent: str, q: str, seq: int, fro
     more = len(rows) > TIMELINE_ROWS
     rows = rows[:TIMELINE_ROWS]
     for e in rows:
-        e.content_html = highlight(e.content, q)  # type: ignore[attr-defined]  # for the template only
+        # Only a text filter marks anything; otherwise the page renders the content as it renders
+        # it everywhere (a tool call as indented JSON).
+        e.content_html = highlight(e.content, q) if q else ""  # type: ignore[attr-defined]  # template only
     filters = {"kind": kind, "agent": agent, "q": q}
     return Timeline(
         events=rows,

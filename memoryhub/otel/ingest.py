@@ -39,14 +39,14 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Max
+from django.db.models import Count, Field, Max
 from django.utils import timezone
 
-from memoryhub.context.traces import record_trace
+from memoryhub.context.traces import MAX_LATENCY_MS, MAX_TOKENS, record_trace
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Conflict, DomainError
 from memoryhub.memory.events import append_events, parse_event
@@ -422,14 +422,7 @@ def _resolve(tenant: Tenant, fresh: list[SpanIn]) -> list[_Span]:
     }
     stored_parent: dict[tuple[str, str], str] = {}
     if wanted:
-        stored_parent = {
-            (t, s): c
-            for t, s, c in OtelSpan.objects.filter(
-                tenant=tenant, trace_id__in={t for t, _ in wanted}, span_id__in={s for _, s in wanted}
-            )
-            .exclude(conversation_id="")
-            .values_list("trace_id", "span_id", "conversation_id")
-        }
+        stored_parent = {(t, s): c for (t, s), c in _stored(tenant, wanted).items() if c}
 
     def inherited(item: _Span, depth: int = 0) -> str:
         if item.conversation or depth > 64:
@@ -624,6 +617,18 @@ def _record_compaction(workflow: Workflow, row: OtelSpan, actor: Actor) -> bool:
     return True
 
 
+def _usage(attrs: dict[str, Any], *keys: str) -> int | None:
+    """A token count a span reports; an implausible one is left out, not a reason to drop the trace."""
+    tokens = _int_attr(attrs, *keys)
+    return tokens if tokens is not None and tokens <= MAX_TOKENS else None
+
+
+def _span_ms(span: SpanIn) -> int | None:
+    """The span's duration in milliseconds (None when its clock is missing or implausible)."""
+    ms = (span.end - span.start) // 1_000_000
+    return ms if span.start and 0 <= ms <= MAX_LATENCY_MS else None
+
+
 def _trace(workflow: Workflow, span: SpanIn, read_head: int, actor: Actor) -> None:
     """The consumer trace of one inference call that read everything up to ``read_head``."""
     summary = _summary_before(workflow, span.start)
@@ -637,13 +642,22 @@ def _trace(workflow: Workflow, span: SpanIn, read_head: int, actor: Actor) -> No
             "model": _model(span.attrs),
             "summary_id": summary.summary_id if summary else None,
             "tail_to_seq": tail,
-            "input_tokens": _int_attr(
+            "input_tokens": _usage(
                 span.attrs,
                 "gen_ai.usage.input_tokens",
                 "llm.token_count.prompt",
                 "gen_ai.usage.prompt_tokens",
             ),
+            "output_tokens": _usage(
+                span.attrs,
+                "gen_ai.usage.output_tokens",
+                "llm.token_count.completion",
+                "gen_ai.usage.completion_tokens",
+            ),
+            "latency_ms": _span_ms(span),
             "source_refs": [f"otel:{span.trace_id}/{span.span_id}"],
+            # The framework assembled the context: attested when it is exactly the read served.
+            "attest_read": True,
         },
         actor,
         head_at_read=tail,
@@ -651,6 +665,43 @@ def _trace(workflow: Workflow, span: SpanIn, read_head: int, actor: Actor) -> No
 
 
 # -- ingest --------------------------------------------------------------------------------------
+
+
+def _stored(tenant: Tenant, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """The stored spans among these (trace id, span id) keys, with their conversation ids.
+
+    On PostgreSQL one probe of the (tenant, trace id, span id) index per key (a LATERAL subquery
+    with LIMIT is never turned into a join): ``trace_id IN (…) AND span_id IN (…)`` let the planner
+    read every span of the tenant when its statistics lagged a fast-growing table (200–500 ms per
+    512-span request at 250k–500k stored spans, and growing with them), whatever the query's shape.
+    """
+    keys = sorted(set(keys))
+    if not keys:
+        return {}
+    if connection.vendor != "postgresql":
+        rows = OtelSpan.objects.filter(
+            tenant=tenant, trace_id__in={t for t, _ in keys}, span_id__in={s for _, s in keys}
+        ).order_by()
+        wanted = set(keys)  # the two INs also match pairs across the keys: keep the asked ones
+        return {
+            (t, s): c
+            for t, s, c in rows.values_list("trace_id", "span_id", "conversation_id")
+            if (t, s) in wanted
+        }
+    qn = connection.ops.quote_name
+    meta = OtelSpan._meta
+
+    def col(name: str) -> str:
+        return qn(cast(Field, meta.get_field(name)).column)
+
+    sql = (
+        f"SELECT k.t, k.s, hit.c FROM unnest(%s::text[], %s::text[]) AS k(t, s) CROSS JOIN LATERAL "
+        f"(SELECT o.{col('conversation_id')} AS c FROM {qn(meta.db_table)} o WHERE o.{col('tenant')} = %s "
+        f"AND o.{col('trace_id')} = k.t AND o.{col('span_id')} = k.s LIMIT 1) AS hit"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [[t for t, _ in keys], [s for _, s in keys], tenant.pk])
+        return {(t, s): c for t, s, c in cursor.fetchall()}
 
 
 def ingest(
@@ -664,13 +715,7 @@ def ingest(
     for span in spans:
         unique.setdefault((span.trace_id, span.span_id), span)
     out.duplicates = len(spans) - len(unique)
-    existing = set(
-        OtelSpan.objects.filter(
-            tenant=tenant,
-            trace_id__in={t for t, _ in unique},
-            span_id__in={s for _, s in unique},
-        ).values_list("trace_id", "span_id")
-    )
+    existing = set(_stored(tenant, unique))
     fresh = [span for key, span in unique.items() if key not in existing]
     out.duplicates += len(unique) - len(fresh)
 
@@ -698,24 +743,11 @@ def ingest(
     unassigned = by_conversation.pop("", [])
     for group in by_conversation.values():
         group.sort(key=lambda i: (i.span.start, i.span.end))
+
     # One transaction (one commit) per request. Optimistically without a savepoint per
     # conversation (two round trips each); if one conversation fails, the whole attempt rolls
     # back and the request is written again with savepoints, so that one is rejected alone.
-    written = IngestResult(**{**out.to_dict(), "errors": []})
-    try:
-        with transaction.atomic():
-            _write(
-                tenant,
-                unassigned,
-                by_conversation,
-                known,
-                waiting,
-                actor,
-                written,
-                max_chars,
-                savepoints=False,
-            )
-    except DomainError:
+    def attempt(savepoints: bool) -> IngestResult:
         written = IngestResult(**{**out.to_dict(), "errors": []})
         with transaction.atomic():
             _write(
@@ -727,8 +759,14 @@ def ingest(
                 actor,
                 written,
                 max_chars,
-                savepoints=True,
+                savepoints=savepoints,
             )
+        return written
+
+    try:
+        written = attempt(savepoints=False)
+    except DomainError:
+        written = attempt(savepoints=True)
     return written
 
 

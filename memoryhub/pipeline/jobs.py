@@ -524,8 +524,9 @@ def _compact_and_store(claim: _Claim, actor: Actor) -> Summary | str:
         return "already_covered"
     # Build on the active summary unless a purge invalidated it (then re-summarise from event 1).
     base = previous_summary(active) if active is not None and active.purged_by_id is None else None
-    events = source_events(workflow, base.covers_to_seq + 1 if base else 1, revision)
     compactor = build_compactor(job.compactor, workflow)
+    start = (base.covers_from_seq if compactor.reads_history else base.covers_to_seq + 1) if base else 1
+    events = source_events(workflow, start, revision)
     try:
         result = compactor.compact(base, events)
     except NothingToCompact:

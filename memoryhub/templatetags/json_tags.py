@@ -35,3 +35,9 @@ def pretty_json(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+@register.filter
+def is_json_structure(value: Any) -> bool:
+    """Whether ``value`` is (or is JSON text of) an object or array: shown as ``pretty_json``."""
+    return isinstance(decoded(value), dict | list)

@@ -26,7 +26,10 @@ def workflow_quality(workflow: Workflow) -> dict[str, Any]:
     report = quality_service.workflow_quality(workflow)
     decay = report["decay"]
     report["chart"] = None
-    if decay.get("available"):
+    versions, unknown = decay.get("versions") or [], decay.get("unknown_versions") or []
+    # Every version opaque: there is no retention to chart, and nothing is known to be lost.
+    decay["all_unknown"] = bool(versions) and len(unknown) >= len(versions)
+    if decay.get("available") and not decay["all_unknown"]:
         figure = figures.decay_curve(decay["versions"], decay["curve"], quality.CLASS_LABELS)
         report["chart"] = {
             "key": "decay",

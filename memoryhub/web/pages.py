@@ -19,6 +19,7 @@ PAGE_MODULES = [
     "audit.views_retention",  # retention, purge
     "memoryhub.web.views.accounts",  # settings: members, API keys
     "memoryhub.web.views.traces",  # trace page, trace and artifact lists
+    "memoryhub.web.views.compactors",  # compactor list and page
     "memoryhub.web.views.search",  # nav search box
 ]
 

@@ -334,8 +334,25 @@
     ).then(function () { setTimeout(function () { button.textContent = label; }, 1500); });
   });
 
+  // A table that scrolls sideways (narrow screens) must be reachable by keyboard to be scrolled:
+  // give it a tab stop while it overflows, and take it away when it no longer does.
+  function focusableScrollers() {
+    document.querySelectorAll(".table, .table-wrap, .table-scroll").forEach(function (el) {
+      const scrolls = el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== "visible";
+      if (scrolls && !el.hasAttribute("tabindex")) {
+        el.setAttribute("tabindex", "0");
+        el.setAttribute("data-scroll-focus", "");
+      } else if (!scrolls && el.hasAttribute("data-scroll-focus")) {
+        el.removeAttribute("tabindex");
+        el.removeAttribute("data-scroll-focus");
+      }
+    });
+  }
+  window.addEventListener("resize", focusableScrollers);
+
   document.addEventListener("DOMContentLoaded", function () {
     enhance(document);
+    focusableScrollers();
     goToSeq();
     // Charts change the page's height as they draw: scroll to the row again once they are in.
     window.MemoryHub.drawCharts(document, function () { setTimeout(goToSeq, 50); });

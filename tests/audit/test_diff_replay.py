@@ -146,3 +146,14 @@ def test_api_replay_and_download(incident, carol, mallory):
     )
     assert json.loads(resp.content)["tail"]["to_seq"] == 40
     assert mallory.web.get(f"/traces/{incident.trace.pk}/replay/").status_code == 404
+
+
+def test_replay_bundle_carries_what_was_recorded_of_the_call(incident, carol):
+    wf = incident.workflow
+    messages = [{"role": "user", "content": "Write the tests."}]
+    recorded = f.trace(
+        wf, incident.s3, 40, call="call-with-output", input_messages=messages, output="Done.", cost_usd=0.0042
+    )
+    body = carol.api.get(f"/api/v1/traces/{recorded.pk}/replay/").json()["trace"]
+    assert body["input_messages"] == messages and body["output"] == "Done." and body["cost_usd"] == 0.0042
+    assert body["output_tokens"] is None and body["latency_ms"] is None  # not recorded: null, not 0

@@ -20,7 +20,14 @@ from memoryhub.memory import lifecycle
 from memoryhub.memory.summaries import create_summary
 from memoryhub.models import CompactionJob, JobStatus, Summary
 from memoryhub.pipeline import jobs
-from tests.factories import append, event, judged_by, make_workflow, units_left_out
+from tests.factories import (
+    append,
+    event,
+    judged_by,
+    make_workflow,
+    sealed_as_a_compactor_would,
+    units_left_out,
+)
 
 SECRET = "Customer Jane Roe card 4111-1111-1111-1111 disputes charge ch_8812"
 ADMIN = Actor.user("alice")
@@ -133,12 +140,17 @@ def test_activation_re_checks_purges_since_the_source_was_read(tenant):
     assert lifecycle.activate(s1, 0, ADMIN).applied
     s2 = create_summary(
         wf,
-        content={
-            "schema": "memoryhub.summary/v1",
-            "narrative": "the later part about POST /payments",
-            "facts": [],
-            "dropped": units_left_out(5, 12),
-        },
+        content=sealed_as_a_compactor_would(
+            wf,
+            5,
+            12,
+            {
+                "schema": "memoryhub.summary/v1",
+                "narrative": "the later part about POST /payments",
+                "facts": [],
+                "dropped": units_left_out(5, 12),
+            },
+        ),
         covers_from_seq=5,
         covers_to_seq=12,
         compactor={"name": "manual"},

@@ -19,3 +19,8 @@ def test_agent_path_is_flat_and_everything_reaches_the_server():
     assert large["langchain_ms"] > small["langchain_ms"]  # LangChain recounts the whole history
     assert result["agent_growth"] <= 1.5, result
     assert large["agent_speedup"] >= 5, result
+    # The repair step (run() raises unless every repaired summary holds the four lost items): one
+    # request waited for on a compaction turn, none without repair.
+    repair = result["repair"]
+    assert (repair["round_trips"], repair["round_trips_without"]) == (1, 0), repair
+    assert repair["with_repair_p50_ms"] > repair["without_repair_p50_ms"], repair

@@ -6,6 +6,7 @@ Also the trace page from T57, the nav search, "go to seq", phrase highlight and 
 from __future__ import annotations
 
 import re
+from urllib.parse import quote
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
@@ -101,6 +102,9 @@ def every_page(wf: Workflow) -> list[str]:
         "/traces/",
         f"/traces/{t57_trace.pk}/",
         f"/traces/{long_trace.pk}/",
+        "/compactors/",
+        f"/compactors/{s3.compactor_name}/",
+        f"/compactors/{s3.compactor_name}/?version={s3.compactor_version}",
         "/search/?q=call-&all=1",
         f"/search/?q=401&workflow={wf.external_id}&all=1",
         "/audit/",
@@ -129,7 +133,10 @@ def later_pages() -> list[str]:
         pages.append(f"/workflows/{wf.external_id}/")
         observed = Summary.objects.filter(workflow=wf).order_by("-version").first()
         if observed is not None:
-            pages.append(f"/summaries/{observed.summary_id}/")
+            pages += [f"/summaries/{observed.summary_id}/", f"/compactors/{quote(observed.compactor_name)}/"]
+        traced = ConsumerTrace.objects.filter(workflow=wf).order_by("-at").first()
+        if traced is not None:  # a framework's call: what its integration did not record
+            pages.append(f"/traces/{traced.pk}/")
     return pages
 
 
@@ -332,3 +339,27 @@ def test_trace_page_from_t57_search_and_timeline(page, live_server, login, shoot
     assert box.bounding_box()["height"] == pytest.approx(clamped_h, abs=2)
     assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
     assert page.js_errors == []
+
+
+# The summary page of the seed's S3 (75 facts, a retention table, a sentence diff) was 9,799 px
+# tall at 1280 and 27,839 at 390: long fact lists and added facts fold away, a narrow table
+# scrolls inside itself instead of squeezing its columns to a letter, a row lists three lost
+# items and folds the rest. The losses stay in view without a click.
+SUMMARY_PAGE_MAX_HEIGHT = {1280: 6_000, 390: 10_500}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_summary_page_is_a_page_not_a_scroll(page, live_server, login, demo_db, width):
+    login(scenario.REVIEWER_USERNAME, scenario.REVIEWER_PASSWORD)
+    s3 = Summary.objects.get(workflow__external_id=scenario.WORKFLOW_ID, version=3)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"{live_server.url}/summaries/{s3.summary_id}/")
+    settle(page)
+    height = page.evaluate("document.documentElement.scrollHeight")
+    assert height <= SUMMARY_PAGE_MAX_HEIGHT[width], height
+    assert page.locator("#retention-table tr.failed").first.is_visible()  # what was lost, unfolded
+    assert page.locator("#diff-facts").is_visible()
+    assert not page.locator("#fact-table").is_visible()  # 75 facts: folded
+    page.click("#facts-fold > summary")
+    assert page.locator("#fact-table").is_visible()
+    assert overflow(page)["scroll"] <= overflow(page)["inner"]

@@ -93,7 +93,7 @@ def test_simulator_shares_a_run_and_saves_it_as_policy(page, live_server, login,
     assert other.input_value("input[name=target_tokens]") == "9000"
     other.close()
     # Save as this workflow's override (a reviewer may; the tenant default is not offered).
-    assert page.locator("input[name=scope][value=tenant]").count() == 0
+    assert page.locator("#save-policy-form input[name=scope][value=tenant]").count() == 0
     page.click("#save-policy-form button[type=submit]")
     page.wait_for_url(re.compile(rf"/triggers/workflows/{scenario.WORKFLOW_ID}/policy/$"))
     assert "Saved the simulated candidate" in page.locator(".messages").inner_text()

@@ -80,6 +80,7 @@ def test_readable_compaction_block_becomes_an_active_version_and_the_call_a_trac
     assert "instructions" not in summary.job.attempts[0]["compactor_settings"]
     trace = ConsumerTrace.objects.get(model_call_id="anthropic:msg_01")
     assert trace.summary_id == summary.pk and trace.input_tokens == 9000 and trace.model == "claude-opus-4-6"
+    assert trace.output_tokens == 200  # usage.output_tokens, as the response reports it
     assert Event.objects.filter(workflow=summary.workflow).count() == 7
     # Re-recording the same response (a retry) changes nothing.
     again = hub.record_anthropic_response("ticket-991", response, context_management=CM, covers_to_seq=6)

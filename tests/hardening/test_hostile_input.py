@@ -127,6 +127,12 @@ def _bases(w) -> dict[tuple[str, str], dict]:
             ],
             "expected_head": None,
         },
+        ("post", "/api/v1/workflows/{wf}/repair/"): {
+            "text": "hostile input test summary",
+            "covers_to_seq": 1,
+            "events": [{"kind": "message", "content": "hx", "client_event_id": "hx-repair-1"}],
+            "can_block": False,
+        },
         ("post", "/api/v1/channels/"): {
             "kind": "webhook",
             "name": "hx",
@@ -161,6 +167,9 @@ def _bases(w) -> dict[tuple[str, str], dict]:
             "model_call_id": "hx-call",
             "input_tokens": 10,
             "tail_to_seq": 1,
+            "input_messages": [{"role": "user", "content": "hx"}],
+            "output": "hx",
+            "cost_usd": 0.01,
         },
         ("post", "/api/v1/workflows/{wf}/artifacts/"): {
             "artifact_id": "HX-1",

@@ -27,7 +27,15 @@ from audit.models import AuditEntry
 from memoryhub.models import AlertRule, Channel, Role, Workflow, role_at_least
 from memoryhub.web.api.urls import v1_patterns
 from memoryhub.web.pages import urlpatterns as page_patterns
-from tests.hardening.world import ACME_DAYS, ACME_TARGET, GLOBEX_DAYS, GLOBEX_TARGET, REVIEW_WF, World
+from tests.hardening.world import (
+    ACME_DAYS,
+    ACME_TARGET,
+    COMPACTOR,
+    GLOBEX_DAYS,
+    GLOBEX_TARGET,
+    REVIEW_WF,
+    World,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -152,6 +160,10 @@ API: dict[str, Api] = {
         201,
         lambda w: REVIEW,
         body=lambda w: {"covers_to_seq": 5, "text": "h9 observed", "compactor": {"name": "h9-provider"}},
+    ),
+    # the verdict on a framework's summary before it is recorded (writes nothing)
+    "POST workflows/{wf}/repair/": Api(
+        I, "object", 200, lambda w: WF, body=lambda w: {"text": "h9 framework summary", "covers_to_seq": 3}
     ),
     "GET otel/status/": Api(V, "tenant", 200),
     "GET summaries/{summary_id}/": Api(V, "object", 200, _sid("active")),
@@ -562,6 +574,9 @@ PAGES: dict[str, Page] = {
     "trace-replay": Page("object", lambda w: {"trace_id": _trace(w)}),
     "trace-detail": Page("object", lambda w: {"trace_id": _trace(w)}),
     "trace-list": Page("tenant"),
+    # Both tenants' summaries are by this compactor: each caller sees their own versions only.
+    "compactor-detail": Page("tenant", lambda w: {"compactor": COMPACTOR["name"]}),
+    "compactor-list": Page("tenant"),
     "artifact-list": Page("tenant"),
     # "o" matches ids and names in both tenants: each caller sees only their own.
     "search": Page("tenant", query={"q": "o", "all": "1"}),

@@ -45,18 +45,21 @@ def _load_settings(side: dict[str, str] = EMBEDDED, **variables: str) -> dict:
         os.environ.update(saved)
 
 
-def _variables_by_side() -> dict[str, dict[str, str]]:
-    """variable -> the side (environment) under which the settings read it."""
+def _variables_by_side() -> tuple[dict[str, dict[str, str]], dict[str, envconfig.Variable]]:
+    """variable -> the side (environment) under which the settings read it, and its declaration
+    (kept here: the registry holds only what the last load read, so it depends on test order)."""
     found: dict[str, dict[str, str]] = {}
+    declared: dict[str, envconfig.Variable] = {}
     for side in SIDES.values():
         envconfig.REGISTRY.clear()
         _load_settings(side)
-        for name in envconfig.REGISTRY:
+        for name, variable in envconfig.REGISTRY.items():
             found.setdefault(name, side)
-    return found
+            declared.setdefault(name, variable)
+    return found, declared
 
 
-SIDE_OF = _variables_by_side()
+SIDE_OF, DECLARED = _variables_by_side()
 VARIABLES = sorted(SIDE_OF)
 
 
@@ -70,7 +73,7 @@ def test_the_settings_read_some_variables_and_load_as_they_are():
 
 @pytest.mark.parametrize("name", VARIABLES)
 def test_a_malformed_value_stops_startup_naming_the_variable_and_its_form(name):
-    variable = envconfig.REGISTRY[name]
+    variable = DECLARED[name]
     with pytest.raises(ValueError):  # the declared bad example is one the form refuses
         variable.form.parse(variable.form.bad)
     with pytest.raises(ImproperlyConfigured) as refused:

@@ -40,7 +40,7 @@ from memoryhub.models import (
 from memoryhub.observe.alerting import services as alerting
 from memoryhub.pipeline.jobs import request_compaction
 from tests.conftest import Party
-from tests.factories import append, event, make_workflow, units_left_out
+from tests.factories import append, event, make_workflow, sealed_as_a_compactor_would, units_left_out
 from triggers import services as triggers
 
 BUILDER = Actor.system("tests.hardening")
@@ -144,7 +144,7 @@ def _content(start: int, end: int, label: str) -> dict[str, Any]:
 def _summary(workflow: Workflow, end: int, label: str) -> Summary:
     return create_summary(
         workflow,
-        content=_content(1, end, label),
+        content=sealed_as_a_compactor_would(workflow, 1, end, _content(1, end, label)),
         covers_from_seq=1,
         covers_to_seq=end,
         compactor=COMPACTOR,

@@ -66,6 +66,9 @@ def test_agent_compacts_twice_and_a_tool_result_reaches_the_summary_the_model_re
     assert len(traces) == 13  # 12 tool turns + the final answer
     assert all(t.flags == [] for t in traces), [t.flags for t in traces]
     assert all(t.head_seq_at_read == t.tail_to_seq for t in traces)
+    # The middleware timed each call; the example's fake model reports no usage, nor any cost.
+    assert all(t.latency_ms is not None for t in traces), [t.latency_ms for t in traces]
+    assert all(t.cost_usd is None and t.output is None for t in traces)
     final = traces[-1]
     assert final.summary == summaries[-1] and final.tail_to_seq == workflow.head_seq - 1
 
@@ -122,3 +125,25 @@ def _observed_verdict_holds(summary) -> bool:
     records = list(summary.validations.order_by("created_at", "id"))
     last = records[-1]
     return last.passed and (records[0].passed or bool(last.waived_checks and last.waived_by))
+
+
+def test_a_model_answer_adds_latency_and_output_tokens_to_its_pending_trace_only():
+    import time
+    from types import SimpleNamespace
+
+    from langchain_core.messages import AIMessage
+
+    from memoryhub.integrations.langchain import MemoryHubSummarizationMiddleware
+
+    pending = [{"model_call_id": "call-1"}, {"model_call_id": "call-0"}]
+    thread = SimpleNamespace(pending_traces=pending)
+    middleware = SimpleNamespace(workflow_id=lambda: "wf", _thread=lambda workflow: thread)
+    answer = AIMessage(
+        content="done", usage_metadata={"input_tokens": 900, "output_tokens": 42, "total_tokens": 942}
+    )
+    MemoryHubSummarizationMiddleware._note_answer(middleware, "call-1", answer, time.monotonic() - 0.25)
+    assert pending[0]["output_tokens"] == 42 and 250 <= pending[0]["latency_ms"] < 5000
+    assert pending[1] == {"model_call_id": "call-0"}
+    # A trace already sent (no longer pending) is left alone.
+    MemoryHubSummarizationMiddleware._note_answer(middleware, "call-sent", answer, time.monotonic())
+    assert len(pending) == 2

@@ -31,7 +31,9 @@ def native(use_async: bool = False, **args):
 def ours(hub: ResilientHub, use_async: bool = False, **args):
     summarizer = FakeSummarizer()
     model = ScriptedModel()
-    middleware = MemoryHubSummarizationMiddleware(summarizer, hub=hub, **(args or ARGS))
+    # Parity is LangChain's behaviour exactly: repair off (with repair on, the calls differ only by
+    # the handed-back block: tests/integrations/test_langchain_repair.py).
+    middleware = MemoryHubSummarizationMiddleware(summarizer, hub=hub, repair=False, **(args or ARGS))
     run = run_script(middleware, model, summarizer, use_async=use_async)
     return run, middleware
 

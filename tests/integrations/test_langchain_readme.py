@@ -90,3 +90,33 @@ def test_the_client_layer_snippet_runs_as_written(live_server, alice, tmp_path, 
     assert scope["answer"]["head_seq"] == 1
     assert ConsumerTrace.objects.filter(model_call_id="m1").exists()
     assert Event.objects.filter(workflow__external_id="wf").count() == 1
+
+
+def _ms(cell: str) -> float:
+    return float(re.sub(r"[^\d.]", "", cell))
+
+
+def test_the_readme_cost_tables_agree_with_themselves_and_meet_the_targets():
+    """The figures are pasted from one `manage.py bench langchain` run; this checks what can be
+    checked without re-running it: each ratio is its row's quotient, and the targets hold
+    (≥ 10× at 10k, ≥ 50× at 100k, growth ≤ 1.5×; repair ≤ 20 ms p50 and one round trip)."""
+    rows = {
+        m.group(1): [c.strip() for c in m.group(2).split("|")]
+        for m in re.finditer(r"^\| (1k|10k|100k) messages \|(.*)\|$", LANGCHAIN, re.M)
+    }
+    assert set(rows) == {"1k", "10k", "100k"}, rows
+    for size, (langchain, agent, ratio, _synced) in rows.items():
+        assert abs(_ms(langchain) / _ms(agent) - _ms(ratio)) <= 0.05 * _ms(ratio), (size, rows[size])
+    assert _ms(rows["10k"][2]) >= 10 and _ms(rows["100k"][2]) >= 50
+    growth = re.search(r"Growth 1k → 100k: ([\d.]+)× for the agent's wait", LANGCHAIN)
+    assert growth and float(growth.group(1)) <= 1.5
+    assert abs(_ms(rows["100k"][1]) / _ms(rows["1k"][1]) - float(growth.group(1))) <= 0.02
+
+    repair = section("## Closing the loop")
+    without = re.search(r"^\| `repair=False`[^|]*\| ([\d.]+) ms \|.*\| (\d+) \|$", repair, re.M)
+    with_repair = re.search(r"^\| repair on [^|]*\| ([\d.]+) ms \| ([\d.]+) ms \| (\d+) \|$", repair, re.M)
+    overhead = re.search(r"^\| \*\*overhead\*\* \| \*\*\+([\d.]+) ms\*\* \|", repair, re.M)
+    assert without and with_repair and overhead, "README lacks the repair cost table"
+    assert abs(float(with_repair.group(1)) - float(without.group(1)) - float(overhead.group(1))) <= 0.02
+    assert float(overhead.group(1)) <= 20
+    assert (int(without.group(2)), int(with_repair.group(3))) == (0, 1)

@@ -135,6 +135,10 @@ def test_real_sdk_exporter_feeds_workflow_events_traces_and_an_observed_compacti
     traces = list(ConsumerTrace.objects.filter(workflow=wf).order_by("input_tokens"))
     assert [(t.input_tokens, t.summary_id) for t in traces] == [(300, summary.pk), (1200, None)]
     assert traces[1].model == "gpt-4.1" and traces[1].agent == "support-bot"
+    # Usage and the span's own duration; a span says nothing of cost, which stays not recorded.
+    assert [t.output_tokens for t in traces] == [None, 80]
+    assert all(t.latency_ms is not None and t.latency_ms >= 0 for t in traces)
+    assert all(t.cost_usd is None for t in traces)
     kept = OtelSpan.objects.get(workflow=wf, operation="invoke_agent")
     assert (
         kept.attributes["x.custom.attribute"] == [1, 2, 3] and kept.resource["service.name"] == "support-svc"
@@ -294,3 +298,59 @@ def test_a_failing_conversation_is_rejected_alone_and_writes_nothing(api, tenant
     again = _post(api, json.dumps(data), "application/json")
     assert "duplicates=15" in again["X-MemoryHub-Ingest"] and again.json() == {}
     assert OtelSpan.objects.count() == 15
+
+
+def test_a_span_clock_or_usage_beyond_belief_is_left_out_of_its_trace_not_a_reason_to_drop_it():
+    from memoryhub.otel.decode import SpanIn
+    from memoryhub.otel.ingest import _span_ms, _usage
+
+    def span(start: int, end: int) -> SpanIn:
+        return SpanIn("t" * 32, "s" * 16, "", "chat", start, end, {}, {}, [])
+
+    assert _span_ms(span(1_000_000_000, 1_250_000_000)) == 250
+    assert _span_ms(span(0, 5)) is None  # no start time recorded
+    assert _span_ms(span(2_000_000_000, 1_000_000_000)) is None  # ends before it starts
+    assert _span_ms(span(1, 10**9 * 86_400 * 3)) is None  # three days: not a model call's latency
+    assert _usage({"gen_ai.usage.output_tokens": 10**12}, "gen_ai.usage.output_tokens") is None
+    assert _usage({"gen_ai.usage.output_tokens": 42}, "gen_ai.usage.output_tokens") == 42
+
+
+STORED = 10_000
+
+
+@pytest.mark.postgres
+def test_stored_spans_are_found_by_index_probes_even_when_statistics_lag(tenant):
+    """The idempotency lookup of a 512-span request, with 10,000 spans stored since the table was
+    last analyzed (as on a fast-growing tenant between autovacuum runs): every key is one probe of
+    the (tenant, trace, span) index. The old ``trace_id IN … AND span_id IN …`` read all of the
+    tenant's spans there and filtered them (hundreds of ms, growing with the table)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from memoryhub.core.actors import Actor
+    from memoryhub.otel.decode import SpanIn
+    from memoryhub.otel.ingest import _stored, ingest
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {OtelSpan._meta.db_table}")  # statistics of an empty table
+    for lo in range(0, STORED, 1_000):  # spans without a conversation: stored, mapped to nothing
+        spans = [
+            SpanIn(f"{i // 50:032x}", f"{i:016x}", "", "chat", i, i + 1, {}, {}, [])
+            for i in range(lo, lo + 1_000)
+        ]
+        ingest(tenant, spans, Actor.system("test"))
+    assert OtelSpan.objects.filter(tenant=tenant).count() == STORED
+    keys = [
+        (f"{i // 50:032x}", f"{i:016x}") for i in range(STORED - 256, STORED + 256)
+    ]  # half stored, half new
+    with CaptureQueriesContext(connection) as queries:
+        found = _stored(tenant, keys)
+    assert set(found) == {k for k in keys if int(k[1], 16) < STORED}
+    (query,) = queries.captured_queries
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + query["sql"])
+        plan = json.dumps(cursor.fetchone()[0])
+    assert '"Rows Removed by Filter"' not in plan or '"Rows Removed by Filter": 0' in plan, plan
+    assert (
+        "Seq Scan" not in plan.replace('"Function Scan"', "") and "memoryhub_otelspan_unique_span" in plan
+    ), plan

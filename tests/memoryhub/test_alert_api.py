@@ -10,6 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEntry
+from memoryhub.accounts.alerts_defaults import DEFAULT_RULES
 from memoryhub.celery import app as celery_app
 from memoryhub.models import AlertEvaluation, AlertEvent, AlertRule, Channel, Notification
 from memoryhub.models.alerts import RULE_DEFINITION_FIELDS
@@ -154,6 +155,8 @@ def test_rule_crud_with_channels(api, tenant):
         ({"enabled": "yes"}, "invalid_field", "enabled"),
         ({"muted_until": "soon"}, "invalid_field", "muted_until"),
         ({"name": "x" * 201}, "invalid_field", "name"),
+        ({"source_filter": "langchain-v2"}, "invalid_field", "source_filter"),
+        ({"source_filter": 3}, "invalid_field", "source_filter"),
         ({"colour": "red"}, "unknown_field", "colour"),
     ],
 )
@@ -316,7 +319,7 @@ def test_rule_list_query_count_does_not_grow_with_rules(api, tenant):
     for i in range(10):
         api.post(RULES, rule_body(name=f"r{i}", channels=[cid]), format="json")
     with CaptureQueriesContext(connection) as many:
-        assert len(api.get(RULES).json()["results"]) == 18
+        assert len(api.get(RULES).json()["results"]) == len(DEFAULT_RULES) + 10
     assert len(many.captured_queries) == len(few.captured_queries)
 
 

@@ -182,6 +182,24 @@ def test_workflow_filter_scopes_the_rule(tenant):
     assert (outcome.evaluation.value, outcome.evaluation.state, outcome.flip) == (0, "ok", None)
 
 
+def test_source_filter_scopes_the_rule_and_its_breaching_workflows(tenant):
+    from memoryhub.observe.alerting.firing import breaching_workflows
+
+    pay = build_workflow(tenant, "pay-lc", n=10, source="langchain")
+    ship = build_workflow(tenant, "ship-cc", n=10, source="claude-code")
+    rule = only_rule(tenant, source_filter="claude-code")
+    with frozen(T0):
+        stale(pay, 5)
+        outcome = evaluate_rule(rule)
+    assert (outcome.evaluation.value, outcome.evaluation.state) == (0, "ok")
+    with frozen(T0 + timedelta(minutes=1)):
+        stale(ship, 5)
+        outcome = evaluate_rule(rule)
+        breaching = breaching_workflows(rule)
+    assert outcome.evaluation.state == "critical"
+    assert [wf.external_id for wf, _, _ in breaching] == ["ship-cc"]  # not the LangChain one
+
+
 def test_muted_rules_still_evaluate_and_flip(tenant):
     wf = build_workflow(tenant, "wf", n=10)
     rule = only_rule(tenant, muted_until=T0 + timedelta(hours=1))

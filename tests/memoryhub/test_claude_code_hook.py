@@ -423,8 +423,8 @@ def test_a_killed_run_keeps_every_finished_batch_and_the_next_resumes_there(tmp_
     assert not [f for f in flags if "tail_loss" in f]
 
 
-@pytest.mark.slow
-def test_600_turn_transcript_syncs_in_batches_within_10_s(tmp_path, hook_dir, hub):
+def _sync_600_turns(tmp_path, hook_dir, hub) -> float:
+    """Sync a 600-turn transcript (1,200 events + 600 calls) for the first time; its wall time."""
     import time
 
     t = Transcript(tmp_path / "s.jsonl")
@@ -435,13 +435,26 @@ def test_600_turn_transcript_syncs_in_batches_within_10_s(tmp_path, hook_dir, hu
     elapsed = time.perf_counter() - started
     print(f"600-turn first sync: {elapsed:.2f} s, {counting.timelines} timeline requests")
     assert stats["events"] == 1200 and stats["traces"] == 600 and counting.timelines == 4
-    assert elapsed <= 10, elapsed
     tails = list(
         ConsumerTrace.objects.filter(workflow__external_id=SESSION)
         .order_by("tail_to_seq")
         .values_list("tail_to_seq", flat=True)
     )
     assert tails == list(range(1, 1200, 2))  # each call read up to the user message before it
+    return elapsed
+
+
+@pytest.mark.slow
+def test_a_600_turn_transcript_syncs_in_four_batches(tmp_path, hook_dir, hub):
+    # Nothing hangs; the 10 s budget is the benchmark's below (a wall time, which CI's shared
+    # cores stretch: 12.5 s at load average 6 for 6 s quiet).
+    assert _sync_600_turns(tmp_path, hook_dir, hub) <= 60
+
+
+@pytest.mark.bench
+def test_600_turn_transcript_syncs_within_10_s(tmp_path, hook_dir, hub):
+    """Benchmark (timing threshold: `pytest -m bench`): the first sync of a 600-turn session."""
+    assert _sync_600_turns(tmp_path, hook_dir, hub) <= 10
 
 
 def test_preserved_segment_is_not_covered_by_the_summary(tmp_path, hook_dir, hub):

@@ -25,6 +25,8 @@ INGEST_WRITES = {
     ("v1:workflow-timeline", "POST"),
     ("v1:workflow-step", "POST"),
     ("v1:workflow-observed", "POST"),
+    # the verdict an integration asks before it uses a framework's summary (#32): writes nothing
+    ("v1:workflow-repair", "POST"),
     ("otlp:otlp-traces", "POST"),
 }
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")

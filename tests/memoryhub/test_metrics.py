@@ -416,3 +416,56 @@ def test_prometheus_label_escaping():
     assert escape_label('a"b\\c\nd') == 'a\\"b\\\\c\\nd'
     assert format_value(3.0) == "3"
     assert format_value(0.25) == "0.25"
+
+
+def test_a_waiver_is_not_a_validation_run(tenant):
+    """An observed compaction that failed validation is waived (the framework already reads it):
+    the failure counts, the waiver record does not dilute the rate (it was 1 of 2 before)."""
+    wf = build_workflow(tenant, "pay-w", n=20)
+    with frozen(T0 - timedelta(minutes=10)):
+        rejected = f.rejected(wf, 1, 20)
+        record = rejected.validations.get()
+        failed = [c["name"] for c in record.checks if not c["passed"]]
+        lifecycle.waive(rejected, failed, REVIEWER, "the framework already reads this summary")
+    assert rejected.validations.count() == 2  # the run and the waiver
+    with frozen(T0):
+        assert value(tenant, "validation_failures") == 1
+        assert value(tenant, "validation_failure_rate") == 1.0
+
+
+def test_a_framework_summary_that_failed_validation_is_not_accepted(tenant):
+    """The observer waives a framework summary's failed checks so the pointer shows what the
+    framework reads; that is not acceptance: the overview said "acceptance 100%" beside the same
+    window's validation failures."""
+    from memoryhub.memory.observed import record_observed_compaction
+    from memoryhub.models import WorkflowSource
+
+    wf = make_workflow(tenant, "sess-a", source=WorkflowSource.CLAUDE_CODE)
+    f.append(
+        wf,
+        [{"kind": "message", "role": "user", "content": "the API returns 401 Unauthorized"}]
+        + [{"kind": "message", "role": "user", "content": f"turn {i} about payments"} for i in range(2, 7)],
+    )
+    texts = {
+        "keeps": (3, "The API returns 401 Unauthorized; turns 2 and 3 were about payments."),
+        "loses": (6, "We talked."),
+    }
+    with frozen(T0 - timedelta(minutes=10)):
+        kept, lost = (
+            record_observed_compaction(
+                wf,
+                covers_to_seq=upto,
+                text=text,
+                compactor={"name": "claude-code"},
+                observation_id=oid,
+                actor=f.WORKER,
+            )
+            for oid, (upto, text) in texts.items()
+        )
+    assert kept.validation == "passed" and lost.validation == "failed"
+    assert lost.summary.status == "ACTIVE"  # the framework reads it: active by the observer's waiver
+    with frozen(T0):
+        assert value(tenant, "compactions") == 2
+        assert value(tenant, "acceptance_rate") == 0.5
+        assert value(tenant, "validation_failures") == 1
+        assert value(tenant, "validation_failure_rate") == 0.5  # the waiver is not a run

@@ -50,7 +50,7 @@ def test_a_framework_summary_that_loses_the_requirement_is_shown_below_floor(ten
         actor=ACTOR,
     )
     report = summary_quality(result.summary)
-    assert report["validator"] == "rules-7" and report["source"] == "record"
+    assert report["validator"] == "rules-8" and report["source"] == "record"
     rows = _rows(report)
     assert (
         rows["obligations"]["total"] == 1
@@ -121,3 +121,34 @@ def test_an_opaque_version_is_a_gap_in_the_decay_not_a_loss(tenant, alice):
     assert all(shares[-1] is None for shares in decay["curve"].values())
     page = alice.web.get(f"/workflows/{wf.external_id}/").content.decode()
     assert "S2: opaque content, retention <strong>unknown</strong>" in page.split('id="decay-unknown"')[1]
+
+
+def test_a_live_measurement_is_judged_once_per_input(tenant, monkeypatch):
+    """The summary page measures a summary without a verdict record live; a second view reuses
+    the measurement, and changed source events (a purge empties them) or other floors judge it
+    again."""
+    import dataclasses
+    import json
+
+    from memoryhub.core import quality as q
+    from memoryhub.memory import quality_service
+
+    wf = _session(tenant)
+    summary = record_observed_compaction(
+        wf, covers_to_seq=4, text="The user works on PAY-7710.", compactor=LANGCHAIN, actor=ACTOR
+    ).summary
+    judged = []
+    real = quality_service._verdict_checks
+    monkeypatch.setattr(quality_service, "_verdict_checks", lambda *args: judged.append(1) or real(*args))
+    quality = q.merged_quality({})
+    content = json.loads(summary.content)
+    first = quality_service._live_verdict_checks(summary, content, quality)
+    assert quality_service._live_verdict_checks(summary, content, quality) == first and len(judged) == 1
+    other = q.merged_quality({"max_fabricated": quality["max_fabricated"] + 3})
+    quality_service._live_verdict_checks(summary, content, other)
+    assert len(judged) == 2
+    events = quality_service._source_events
+    purged = lambda *args: [dataclasses.replace(e, content="", purged=True) for e in events(*args)]  # noqa: E731
+    monkeypatch.setattr(quality_service, "_source_events", purged)
+    after = quality_service._live_verdict_checks(summary, content, quality)
+    assert len(judged) == 3 and after != first

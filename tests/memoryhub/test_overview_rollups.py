@@ -11,13 +11,16 @@ import time_machine
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from memoryhub.models import MetricSample
+from memoryhub.models import CompactionJob, MetricSample, Workflow, WorkflowSource
 from memoryhub.observe import metrics, reports
 from tests.memoryhub.test_pages import build_story
 
 pytestmark = pytest.mark.django_db
 # Tenancy stamps a tenant's creation now; these windows must reach back before its first rows.
 backdated = pytest.mark.impossible_state("a tenant's creation date moved back behind the tenancy service")
+
+
+SOURCES = (WorkflowSource.LANGGRAPH, WorkflowSource.LANGCHAIN, WorkflowSource.CLAUDE_CODE)
 
 
 def live_only(tenant, window, now):
@@ -30,13 +33,21 @@ def live_only(tenant, window, now):
         MetricSample.objects.bulk_create(saved)
 
 
+def rolled_up_since(tenant, now, backfill):
+    """Beat rolled up the tenant's last ``backfill`` (the tenant dates back 40 days)."""
+    tenant.created_at = now - timedelta(days=40)
+    tenant.save(update_fields=["created_at"])
+    metrics.rollup(tenant, now=now, backfill=backfill, gauges=False)
+
+
 @pytest.fixture
 def busy_tenant(tenant):
     """Three stories an hour and a half apart (5 to 2 hours ago), in different buckets."""
     start = timezone.now() - timedelta(hours=5)
-    for n in range(3):
+    for n, source in enumerate(SOURCES):
         with time_machine.travel(start + timedelta(minutes=90 * n), tick=False):
             build_story(tenant, external_id=f"wf-{n}")
+        Workflow.objects.filter(tenant=tenant, external_id=f"wf-{n}").update(source=source)
     return tenant
 
 
@@ -60,17 +71,16 @@ def test_rollups_and_live_counts_agree_with_counting_every_row(busy_tenant, wind
     got = reports.overview_series(tenant, window, now)
     assert got.counts == expected.counts
     assert got.acceptance_total == expected.acceptance_total
+    assert got.per_source == expected.per_source
     if window_key != "1h":  # the stories lie 2-5 hours back
         assert sum(got.counts["compaction"]) == 3 and sum(got.counts["stale"]) == 3
+        assert {s: p["compactions"] for s, p in got.per_source.items()} == dict.fromkeys(SOURCES, 1)
 
 
 @backdated
 def test_a_fully_rolled_up_window_reads_no_rows_but_the_current_bucket(busy_tenant):
-    tenant = busy_tenant
-    tenant.created_at = timezone.now() - timedelta(days=40)
-    tenant.save(update_fields=["created_at"])
-    now = timezone.now()
-    metrics.rollup(tenant, now=now, backfill=timedelta(hours=2), gauges=False)
+    tenant, now = busy_tenant, timezone.now()
+    rolled_up_since(tenant, now, timedelta(hours=2))
     window = reports.WINDOWS["1h"]
     slots = reports.Slots(window, window.starts(now)[0], now)
     rolled = metrics.rolled_up(tenant, ["compactions"], slots.since, slots.unit_floor, window.trunc)
@@ -78,6 +88,22 @@ def test_a_fully_rolled_up_window_reads_no_rows_but_the_current_bucket(busy_tena
     _covered, ranges = slots.split(rolled["compactions"] | recent["compactions"])
     assert ranges == [(slots.bucket_floor, None)]  # only the current 5 minutes are live
     assert reports.overview_series(tenant, window, now).counts == live_only(tenant, window, now).counts
+
+
+@backdated
+def test_the_per_source_card_reads_the_rollups_where_they_cover_and_counts_the_rest(busy_tenant):
+    tenant, now = busy_tenant, timezone.now()
+    rolled_up_since(tenant, now, timedelta(hours=6))
+    window = reports.WINDOWS["24h"]
+    before = reports.overview_series(tenant, window, now).per_source
+    assert before == live_only(tenant, window, now).per_source
+    # A row changed behind the rollups' back shows only where the card counts rows: a covered
+    # bucket keeps what was rolled up, so the card did not count the week's jobs again.
+    CompactionJob.objects.filter(workflow__tenant=tenant, workflow__source=WorkflowSource.LANGCHAIN).update(
+        idempotency_key="observed/changed-after-its-rollup"
+    )
+    assert reports.overview_series(tenant, window, now).per_source == before
+    assert live_only(tenant, window, now).per_source[WorkflowSource.LANGCHAIN]["observed"] == 1
 
 
 @backdated
@@ -92,3 +118,34 @@ def test_rollup_metrics_command_backfills_once_and_refuses_unknown_tenants(tenan
     assert MetricSample.objects.filter(tenant=tenant).count() == first  # idempotent
     with pytest.raises(CommandError, match="unknown tenant"):
         call_command("rollup_metrics", hours=2, tenant=["nope"], stdout=StringIO())
+
+
+@backdated
+def test_every_rolled_up_sample_is_its_metric_over_its_bucket(busy_tenant):
+    """A backfill counts rows and shares of rows for all its buckets in one query per metric: each
+    sample must still be exactly what computing the metric over its bucket gives, for every
+    metric (the next one too) and every bucket, empty ones included."""
+    tenant, now = busy_tenant, timezone.now()
+    rolled_up_since(tenant, now, timedelta(hours=6))
+    stored = {
+        (s.metric, s.bucket_start): s.value for s in MetricSample.objects.filter(tenant=tenant, workflow=None)
+    }
+    last = metrics.bucket_floor(now, metrics.ROLLUP_BUCKET) - metrics.ROLLUP_BUCKET
+    buckets = [last - metrics.ROLLUP_BUCKET * i for i in range(6 * 12)]
+    busy = 0
+    for name, definition in metrics.METRICS.items():
+        if definition.kind == metrics.GAUGE:
+            continue
+        for start in buckets:
+            value = metrics.compute(tenant, name, since=start, until=start + metrics.ROLLUP_BUCKET)
+            assert stored.get((name, start)) == value, (name, start)
+            busy += bool(value)
+    for start in buckets:
+        jobs = metrics.COMPACTIONS.between(tenant, start, start + metrics.ROLLUP_BUCKET)
+        expected = metrics.compactions_per_source(jobs)
+        assert stored[(metrics.SOURCE_MARK, start)] == sum(p["compactions"] for p in expected.values())
+        for source in WorkflowSource.values:
+            for part in metrics.SOURCE_PARTS:
+                n = expected.get(source, {}).get(part, 0)
+                assert stored.get((metrics.source_metric(source, part), start)) == (n or None)
+    assert busy > 20  # the stories' buckets are among them, not only empty ones

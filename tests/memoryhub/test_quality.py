@@ -206,7 +206,7 @@ def test_quality_settings_are_checked():
     assert q.quality_errors(
         {"floors": {"paths": 1.5, "colours": 0.5}, "validator": "rules-9", "max_fabricated": -1}
     ) == [
-        ("quality.validator", "must be one of rules-5, rules-6, rules-7"),
+        ("quality.validator", "must be one of rules-5, rules-6, rules-7, rules-8"),
         ("quality.floors.paths", "must be a number from 0 to 1"),
         ("quality.floors.colours", f"unknown class; known: {', '.join(q.RETENTION_CLASSES)}"),
         ("quality.max_fabricated", "must be a whole number ≥ 0"),
@@ -262,10 +262,10 @@ def test_demo_s3_was_validated_by_rules_5_and_its_page_shows_the_retention_gap(l
 
     s3 = Summary.objects.get(workflow__external_id=scenario.WORKFLOW_ID, version=3)
     assert s3.validations.latest("created_at").validator_version == "rules-5"
-    assert run_validator(s3).validator_version == "rules-7"  # the default for anything new
+    assert run_validator(s3).validator_version == "rules-8"  # the default for anything new
     assert not run_validator(s3).passed
     html = loaded.get(f"/summaries/{s3.summary_id}/").content.decode()
-    assert 'id="retention-table"' in html and "measured now with rules-7" in html
+    assert 'id="retention-table"' in html and "measured now with rules-8" in html
     row = html.split('data-class="obligations"')[1].split("</tr>")[0]
     assert "below floor" in row and "seq 7 (lost): Unauthenticated requests must return 401" in row
     wf_html = loaded.get(f"/workflows/{scenario.WORKFLOW_ID}/").content.decode()

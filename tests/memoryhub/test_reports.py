@@ -202,9 +202,10 @@ def test_each_signal_counts_what_its_metric_computes(two_stories, key):
 @pytest.mark.django_db
 def test_compactions_by_source_agree_with_the_compactions_metric(two_stories):
     now = timezone.now()
-    rows = reports.compactions_by_source(two_stories, now - 24 * HOUR, now)
+    window = WINDOWS["24h"]
+    rows = reports.source_rows(two_stories, reports.overview_series(two_stories, window, now).per_source)
     assert sum(r.compactions for r in rows) == metrics.compute(
-        two_stories, "compactions", since=now - 24 * HOUR
+        two_stories, "compactions", since=window.since(now)
     )
     assert sum(r.workflows for r in rows) == 2
 

@@ -24,6 +24,7 @@ from tests.factories import (
     build_workflow,
     candidate,
     content_for,
+    sealed_as_a_compactor_would,
     trace,
     validated,
 )
@@ -197,7 +198,7 @@ def test_detail_shows_all_eight_metadata_groups(api, tenant):
         and data["integrity"]["token_count"] == s2.token_count
     )
     assert data["integrity"]["schema"] == "memoryhub.summary/v1" and data["integrity"]["storage_location"]
-    assert data["content"] == content_for(1, 30)
+    assert data["content"] == sealed_as_a_compactor_would(wf, 1, 30, content_for(1, 30))
     assert data["lifecycle"]["status"] == "ACTIVE" and data["lifecycle"]["is_active"] is True
     actions = [(e["action"], e["result"], e["to_status"]) for e in data["activation"]["events"]]
     assert actions == [("validate", "applied", "VALIDATED"), ("activate", "applied", "ACTIVE")]

@@ -87,3 +87,49 @@ def test_missed_compaction_is_judged_at_each_calls_own_read(chat):
     assert answer.status_code == 201, answer.content
     flags = {t["model_call_id"]: t["flags"] for t in answer.json()["traces"]}
     assert "missed_compaction" not in flags["under"] and "missed_compaction" in flags["over"]
+
+
+def test_attest_read_gives_each_call_the_read_it_made_and_a_resend_keeps_it(chat):
+    """A framework that assembled its own context (the Claude Code hook) asks the server to attest
+    each call's read: summary + everything before the call, checked at that call's place."""
+    from memoryhub.context.assembly import parse_context_id, recompute_manifest_hash
+
+    attest = {"trace": {**_call("c1")["trace"], "attest_read": True}}
+    items = [_ev(1), attest, _ev(2, "assistant"), _call("c2")]
+    assert chat.post(URL, {"items": items}, format="json").status_code == 201
+    c1, c2 = ConsumerTrace.objects.get(model_call_id="c1"), ConsumerTrace.objects.get(model_call_id="c2")
+    assert c1.flags == [] and c1.context_id and c1.manifest_hash
+    coords = parse_context_id(c1.context_id)
+    assert coords is not None and coords.head_seq == 1 and coords.summary_pk is None
+    assert recompute_manifest_hash(c1.workflow, coords) == c1.manifest_hash
+    assert c2.flags == ["missing_provenance"] and not c2.context_id  # not asked: not attested
+    again = chat.post(URL, {"items": items}, format="json")
+    assert again.status_code == 200, again.content  # the retry is the same trace, not a conflict
+
+
+def test_attest_read_is_refused_for_a_summary_that_is_not_served(chat, alice):
+    """The server attests only the read it would serve: a call naming a summary that is not the
+    active one stays without provenance (flagged), never gets a made-up manifest."""
+    from memoryhub.core.actors import Actor
+    from memoryhub.memory.summaries import create_summary
+
+    chat.post(URL, {"items": [_ev(1), _ev(2)]}, format="json")
+    workflow = Workflow.objects.get(external_id="chat")
+    summary = create_summary(
+        workflow,
+        content={"narrative": "one and two", "facts": [], "open_items": []},
+        covers_from_seq=1,
+        covers_to_seq=2,
+        compactor={"name": "t", "version": "1"},
+        actor=Actor.user("alice"),
+    )  # a CANDIDATE, never activated: readers are served the raw history
+    trace = {**_call("c")["trace"], "summary_id": summary.summary_id, "attest_read": True}
+    assert chat.post(URL, {"items": [{"trace": trace}, _ev(3)]}, format="json").status_code == 201
+    made = ConsumerTrace.objects.get(model_call_id="c")
+    assert "missing_provenance" in made.flags and made.context_id == "" and made.manifest_hash == ""
+
+
+def test_attest_read_must_be_a_boolean(chat):
+    bad = {"trace": {**_call("c")["trace"], "attest_read": "yes"}}
+    answer = chat.post(URL, {"items": [_ev(1), bad]}, format="json")
+    assert answer.status_code == 400 and "attest_read" in answer.json()["detail"]

@@ -302,3 +302,23 @@ def test_artifact_ids_are_per_tenant(api, mallory, traced):
     ctx = context(mallory.api)
     post(mallory.api, TRACES.format("wf"), trace_body(ctx, call="call-pub-2"))
     assert post(mallory.api, ARTIFACTS.format("wf"), artifact_body()).status_code == 201
+
+
+def test_attest_read_on_the_traces_route_gives_the_served_read_or_nothing(api, workflow):
+    """A call whose context a framework assembled asks for attest_read: reading S1 up to the head is
+    exactly the server's read (attested, as if the call had quoted it); a shorter tail is not (it
+    keeps its flags, with no made-up provenance)."""
+    ctx = context(api)
+    bare = {
+        "agent": "a",
+        "agent_run_id": "r",
+        "summary_id": ctx["summary"]["summary_id"],
+        "attest_read": True,
+    }
+    exact = post(api, TRACES.format("wf"), {**bare, "model_call_id": "c-exact", "tail_to_seq": 30}).json()
+    assert exact["flags"] == []
+    assert (exact["context_id"], exact["manifest_hash"]) == (ctx["context_id"], ctx["manifest_hash"])
+    short = post(api, TRACES.format("wf"), {**bare, "model_call_id": "c-short", "tail_to_seq": 27}).json()
+    assert short["flags"] == ["tail_loss", "missing_provenance"] and short["context_id"] == ""
+    again = post(api, TRACES.format("wf"), {**bare, "model_call_id": "c-exact", "tail_to_seq": 30})
+    assert again.status_code == 200  # a retry of an attested trace is the same trace

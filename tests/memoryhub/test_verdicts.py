@@ -116,9 +116,9 @@ def test_units_in_any_notation(text, kind, norm):
 # -- rules-7 on good and falsified summaries ---------------------------------------------------------
 
 
-def test_rules_7_is_the_default_and_rules_6_stays_runnable():
-    assert q.DEFAULT_VALIDATOR == LATEST_VALIDATOR == "rules-7"
-    assert {"rules-5", "rules-6", "rules-7"} <= set(CHECKS_BY_VERSION)
+def test_rules_8_is_the_default_and_older_versions_stay_runnable():
+    assert q.DEFAULT_VALIDATOR == LATEST_VALIDATOR == "rules-8"
+    assert {"rules-5", "rules-6", "rules-7", "rules-8"} <= set(CHECKS_BY_VERSION)
     case = CASES[0]
     assert (
         _validate(_content(case["summary"]), _events(case), version="rules-6").validator_version == "rules-6"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from unittest.mock import ANY
 
 import plotly.graph_objects as go
 import pytest
@@ -155,6 +156,32 @@ def test_simulator_page_replays_current_vs_candidate(carol, wf):
     compactions = {t["name"].split(":")[0]: t for t in fig["data"] if "compactions" in t["name"]}
     assert len(compactions["candidate"]["x"]) > len(compactions["current"]["x"])
     assert not ContextPolicy.objects.exists()
+
+
+def test_simulator_says_when_a_threshold_changes_nothing_because_its_strategy_is_off(carol, wf):
+    from triggers.forms import field_name
+
+    agents = ["requirements"] * 4 + ["tests"] * 4
+    append(wf, [event(i, agent=a, content="token " * 900) for i, a in enumerate(agents, start=1)])
+    base = form_data() | {"workflow": "wf-page", "group": "event"}
+    # The absolute threshold lowered to 12,000 while the strategy stays off (its default): nothing
+    # changes, and the page says why instead of ignoring it.
+    off = base | {field_name("absolute_tokens", "tokens"): "12000"}
+    html = form_post(carol.web, "/triggers/simulator/?workflow=wf-page", off).content.decode()
+    assert 'id="inert-thresholds"' in html
+    assert 'data-field="strategies.absolute_tokens.tokens"' in html and "is 12,000 (default 16,000)" in html
+    trigger = [t["name"] for t in _figure(html)["data"] if t["name"].startswith("candidate trigger")]
+    assert trigger == ["candidate trigger 18,000"]  # the line says what decides: the safe budget
+    # Enabled, the same threshold moves the trigger line, and the note is gone.
+    on = off | {field_name("absolute_tokens", "enabled"): "on"}
+    html = form_post(carol.web, "/triggers/simulator/?workflow=wf-page", on).content.decode()
+    assert 'id="inert-thresholds"' not in html
+    trigger = [t["name"] for t in _figure(html)["data"] if t["name"].startswith("candidate trigger")]
+    assert trigger == ["candidate trigger 12,000"]
+    # The API answers the same notes.
+    assert services.simulate_workflow(
+        wf, {"candidate": {"strategies": {"absolute_tokens": {"tokens": 5000}}}}
+    )["candidate_notes"] == [{"field": "strategies.absolute_tokens.tokens", "note": ANY}]
 
 
 def test_simulator_invalid_candidate_shows_errors(carol, wf):

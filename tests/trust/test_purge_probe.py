@@ -6,7 +6,8 @@ event text, with the reason; the walker tests fail on a route or helper module i
 ingest path must join the probe. The probe sends everything through the real HTTP stack (the SDK
 client over an in-process WSGI transport), purges the secret's events, then looks for the secret in
 every column of every table (raw SQL), every GET route (pages, API, context, exports), the admin
-site's pages and every log record: zero hits.
+site's pages, every log record and every file a helper keeps on the client (the resilient hub's
+spools, the Claude Code hook's directory): zero hits.
 """
 
 from __future__ import annotations
@@ -32,10 +33,26 @@ from django.urls import URLPattern, URLResolver, get_resolver
 import memoryhub.client
 import memoryhub.integrations
 from memoryhub.client import MemoryHubClient
+from memoryhub.client.resilience import ResilientHub
 from memoryhub.models import Artifact, ConsumerTrace, Event, OtelSpan, Summary, SummaryStatus, Workflow
 from tests.hardening.wsgi import InTransactionWSGI
 
 pytestmark = pytest.mark.django_db
+
+
+class OutageTransport(httpx.WSGITransport):
+    """The in-process transport, refusing every connection while ``down`` (MemoryHub unreachable).
+
+    Still a ``WSGITransport``: a ResilientHub over it calls and drains inline, on the test's
+    database connection (its worker threads would open connections outside the test's transaction).
+    """
+
+    down = False
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if self.down:
+            raise httpx.ConnectError("probe: MemoryHub is unreachable", request=request)
+        return super().handle_request(request)
 
 
 @dataclass
@@ -44,8 +61,20 @@ class Probe:
     api: Any  # the admin's DRF test client (same key), for routes the SDK has no method for
     token: str
     tmp: Path
+    transport: OutageTransport
     workflows: set[str] = field(default_factory=set)
     after_purge: list[Callable[[], None]] = field(default_factory=list)
+    # Directories a helper writes on the client's side (spools, hook state): grepped after the purge.
+    client_dirs: list[Path] = field(default_factory=list)
+    now: float = 0.0  # the hubs' clock: the probe moves it past a breaker's cooldown
+
+    def hub(self, component: str) -> ResilientHub:
+        """A ResilientHub over the probe's client, spooling under the probe's tmp dir."""
+        spool = self.tmp / "spool" / component
+        self.client_dirs.append(spool)
+        return ResilientHub(
+            client=self.client, component=component, spool_dir=spool, deadline=30, clock=lambda: self.now
+        )
 
     @property
     def sentence(self) -> str:
@@ -108,6 +137,8 @@ def plant_trace(p: Probe) -> None:
         summary_id=None,
         tail_to_seq=3,
         fallback_reason=f"fell back because {p.sentence}",
+        input_messages=[{"role": "user", "content": f"Events so far: {p.sentence}"}],
+        output=f"Noted: {p.sentence}",
     )
 
 
@@ -216,6 +247,96 @@ def plant_otlp(p: Probe, *, protobuf: bool) -> None:
     p.after_purge.append(lambda: _otlp_post(p, [early], protobuf=protobuf))
 
 
+def plant_step(p: Probe) -> None:
+    """Two steps, as an integration sends them: the events with a compaction that covers the secret,
+    then the call's trace (naming that compaction) with the reply."""
+    wf = "probe-step"
+    p.workflows.add(wf)
+
+    def event(n: int, role: str, content: str) -> dict[str, Any]:
+        return {
+            "kind": "message",
+            "role": role,
+            "agent": "probe",
+            "content": content,
+            "client_event_id": f"step-{n}",
+        }
+
+    first = p.client.step(
+        wf,
+        MemoryHubClient.step_body(
+            create={"name": "probe step"},
+            events=[event(1, "user", p.sentence), event(2, "assistant", "Noted.")],
+            compactions=[
+                {
+                    "covers_to_event": "step-2",
+                    "compactor": {"name": "probe-step-compactor"},
+                    "text": f"Step summary: {p.sentence}",
+                    "observation_id": "probe-step-compaction",
+                }
+            ],
+            decide={"expected_next_step_tokens": 100},
+        ),
+    )
+    assert first["created"] and first["compactions"][0]["summary_id"], first
+    second = p.client.step(
+        wf,
+        MemoryHubClient.step_body(
+            traces=[
+                {
+                    "agent": "probe",
+                    "agent_run_id": "run-step",
+                    "model_call_id": "step-call-1",
+                    "tail_to_event": "step-2",
+                    "summary_observation_id": "probe-step-compaction",
+                    "fallback_reason": f"fell back because {p.sentence}",
+                }
+            ],
+            events=[event(3, "assistant", f"Reply: {p.sentence}")],
+            context=True,
+        ),
+    )
+    assert second["traces"][0]["created"] and len(second["events"]) == 1, second
+
+
+def plant_timeline(p: Probe) -> None:
+    """A replayed transcript: an event, the model call that read it, the reply."""
+    wf = "probe-timeline"
+    p.client.create_workflow(wf)
+    p.workflows.add(wf)
+    items = [
+        {
+            "event": {
+                "kind": "message",
+                "role": "user",
+                "agent": "probe",
+                "content": p.sentence,
+                "client_event_id": "tl-1",
+            }
+        },
+        {
+            "trace": {
+                "agent": "probe",
+                "agent_run_id": "run-timeline",
+                "model_call_id": "timeline-call-1",
+                "summary_id": None,
+                "fallback_reason": f"fell back because {p.sentence}",
+            }
+        },
+        {
+            "event": {
+                "kind": "message",
+                "role": "assistant",
+                "agent": "probe",
+                "content": f"Reply: {p.sentence}",
+                "client_event_id": "tl-2",
+            }
+        },
+    ]
+    answer = p.client.request("POST", f"/api/v1/workflows/{wf}/timeline/", json={"items": items}).json()
+    assert [t["tail_to_seq"] for t in answer["traces"]] == [1] and answer["head_seq"] == 2, answer
+
+
 ROUTE_PLANTERS: dict[str, Callable[[Probe], None]] = {
     "api/v1/workflows/<str:wf>/events/": plant_events,
     "api/v1/workflows/<str:wf>/observed-compactions/": plant_observed,
@@ -226,6 +347,8 @@ ROUTE_PLANTERS: dict[str, Callable[[Probe], None]] = {
     "api/v1/summaries/<str:summary_id>/comments/": plant_comment,
     "api/v1/summaries/<str:summary_id>/quarantine/": plant_review_reason,
     "v1/traces": lambda p: (plant_otlp(p, protobuf=False), plant_otlp(p, protobuf=True)),
+    "api/v1/workflows/<str:wf>/step/": plant_step,
+    "api/v1/workflows/<str:wf>/timeline/": plant_timeline,
 }
 
 _REASON = "a reviewer's reason, stored in the purgeable payload exactly as quarantine's (planted)"
@@ -233,6 +356,8 @@ _CONFIG = "configuration (policies, rules, channels, retention, keys, members): 
 NOT_INGEST: dict[str, str] = {
     "api/v1/workflows/": "creates a workflow: an id and a name",
     "api/v1/workflows/<str:wf>/compactions/": "requests a job: ids and a revision; the job reads events itself",
+    "api/v1/workflows/<str:wf>/repair/": "judges a framework summary before it is recorded and answers the "
+    "hand-back; writes nothing (tests/memoryhub/test_repair.py counts events, summaries and jobs before and after)",
     "api/v1/summaries/<str:summary_id>/validate/": "runs the validator: no input text",
     "api/v1/summaries/<str:summary_id>/activate/": "a CAS on revisions",
     "api/v1/summaries/<str:summary_id>/rollback/": _REASON,
@@ -271,45 +396,83 @@ NOT_INGEST: dict[str, str] = {
 
 
 def plant_langchain(p: Probe) -> None:
-    from langchain_core.messages import HumanMessage
+    """The middleware's real hook: four messages pass its trigger, so ``before_model`` summarizes
+    them (the scripted summarizer quotes the secret) and queues one step (events + the compaction)
+    on its hub's spool, which the hub delivers."""
+    from langchain_core.messages import AIMessage, HumanMessage
 
     from memoryhub.examples.langchain_example import ScriptedAgentModel
-    from memoryhub.integrations.langchain import MemoryHubSummarizationMiddleware
+    from memoryhub.integrations.langchain import SUMMARY_KEY, MemoryHubSummarizationMiddleware
 
     wf = "probe-langchain"
     p.workflows.add(wf)
+    summarizer = ScriptedAgentModel(messages=iter([AIMessage(f"LangChain summary: {p.sentence}")]))
+    hub = p.hub("langchain")
     middleware = MemoryHubSummarizationMiddleware(
-        ScriptedAgentModel(messages=iter([])), client=p.client, workflow_id=wf
+        summarizer, trigger=("messages", 4), keep=("messages", 2), hub=hub, workflow_id=wf
     )
-    assert middleware.workflow_id() == wf  # creates it, as the first model call does
-    last = middleware.sync(wf, [HumanMessage(p.sentence, id="m1"), HumanMessage("next", id="m2")])
-    middleware.record(wf, 1, last, f"LangChain summary: {p.sentence}")
+    messages = [
+        HumanMessage(p.sentence, id="m1"),
+        AIMessage("Noted.", id="m2"),
+        HumanMessage("next", id="m3"),
+        AIMessage("Done.", id="m4"),
+    ]
+    update = middleware.before_model({"messages": messages}, None)
+    assert update is not None, "the middleware did not summarize"
+    note = update["messages"][1]
+    assert p.token in note.content and note.additional_kwargs[SUMMARY_KEY]["observation_id"]
+    assert middleware.flush(timeout=10)
+    hub.close()
+    summary = Summary.objects.get(workflow__external_id=wf)
+    assert p.token in summary.content and summary.compactor_name == "langchain-summarization"
+
+
+def _without_loop(coroutine: Any) -> Any:
+    """Run a session coroutine to its end with no event loop: over the in-process transport the
+    hub calls inline and nothing awaits (the session's lock is free), so it completes on its first
+    step. Inside a running loop, Django refuses the ORM calls the in-process server makes."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    coroutine.close()
+    raise AssertionError("the session waited on something: it needs an event loop")
 
 
 def plant_openai_agents(p: Probe) -> None:
-    """What the session's add_items and the SDK's compaction (``_atomic_replace_items``) run, called
-    without an event loop: inside one, Django would open a connection outside the test's transaction."""
+    """What the SDK calls: ``add_items`` for the turn, then ``_atomic_replace_items`` with what
+    ``responses.compact`` returned (``OpenAIResponsesCompactionSession``'s compaction)."""
     from memoryhub.integrations.openai_agents import MemoryHubSession
 
     wf = "probe-openai"
     p.workflows.add(wf)
-    session = MemoryHubSession(wf, client=p.client, offload=False)
-    items = [{"role": "user", "content": p.sentence}, {"role": "user", "content": "ok"}]
-    live = session._load()
-    live.extend(zip(session._append(items), items, strict=True))
-    output = [
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": p.sentence}]}
+    hub = p.hub("openai-agents")
+    session = MemoryHubSession(wf, hub=hub)
+    _without_loop(
+        session.add_items([{"role": "user", "content": p.sentence}, {"role": "user", "content": "ok"}])
+    )
+    compacted = [
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": f"Compacted: {p.sentence}"}],
+        }
     ]
-    session._record(list(live), output)
+    assert _without_loop(session._atomic_replace_items(compacted)) is True
+    assert [s["observation_id"] for s in session.summaries], "the compaction was not recorded"
+    assert _without_loop(session.get_items()) == compacted
+    hub.close()
 
 
-def plant_anthropic(p: Probe) -> None:
-    from memoryhub.client.anthropic import record_anthropic_response
-
-    wf = "probe-anthropic"
-    p.events(wf)
+def _anthropic_call(p: Probe, n: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A Messages API request's messages and its response with a compaction block (``compact_20260112``)."""
+    messages = [
+        {"role": "user", "content": p.sentence},
+        {"role": "assistant", "content": [{"type": "text", "text": "Noted."}]},
+        {"role": "user", "content": [{"type": "text", "text": f"Anything else ({n})?"}]},
+    ]
     response = {
-        "id": "msg_probe",
+        "id": f"msg_probe_{n}",
         "type": "message",
         "role": "assistant",
         "model": "claude-opus-4-6",
@@ -318,9 +481,50 @@ def plant_anthropic(p: Probe) -> None:
             {"type": "text", "text": f"Reply: {p.sentence}"},
         ],
         "stop_reason": "end_turn",
-        "usage": {"input_tokens": 100, "output_tokens": 10},
+        "usage": {
+            "input_tokens": 100,
+            "output_tokens": 10,
+            "iterations": [{"type": "compaction", "input_tokens": 900, "output_tokens": 50}],
+        },
     }
-    record_anthropic_response(p.client, wf, response)
+    return messages, response
+
+
+_COMPACT = {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 800}}]}
+
+
+def plant_anthropic(p: Probe) -> None:
+    from memoryhub.client.anthropic import record_anthropic_response
+
+    wf = "probe-anthropic"
+    p.workflows.add(wf)
+    messages, response = _anthropic_call(p, 1)
+    result = record_anthropic_response(p.client, wf, response, messages=messages, context_management=_COMPACT)
+    assert result["compactions"] and result["trace_id"], result
+
+
+def plant_anthropic_hub(p: Probe) -> None:
+    """Through a ResilientHub while MemoryHub is unreachable: both steps wait in the hub's spool
+    (the secret with them), then the hub answers again and the spool is delivered and emptied."""
+    from memoryhub.integrations.anthropic import record_anthropic_response
+
+    wf = "probe-anthropic-hub"
+    p.workflows.add(wf)
+    hub = p.hub("anthropic")
+    messages, response = _anthropic_call(p, 2)
+    p.transport.down = True
+    try:
+        result = record_anthropic_response(hub, wf, response, messages=messages, context_management=_COMPACT)
+    finally:
+        p.transport.down = False
+    assert result["spooled"] and hub.status()["spooled"] == 2, (result, hub.status())
+    assert p.token in hub.spool.pending_path.read_text()
+    p.now += 3600  # past the breaker's cooldown
+    assert hub.flush(timeout=10)
+    status = hub.status()
+    assert (status["spooled"], status["rejected"], status["dropped"]) == (0, 0, 0), status
+    hub.close()
+    assert Summary.objects.filter(workflow__external_id=wf).exists()
 
 
 def plant_claude_code(p: Probe) -> None:
@@ -380,12 +584,16 @@ HELPER_PLANTERS: dict[str, Callable[[Probe], None]] = {
     "memoryhub.integrations.langchain": plant_langchain,
     "memoryhub.integrations.openai_agents": plant_openai_agents,
     "memoryhub.client.anthropic": plant_anthropic,
+    "memoryhub.integrations.anthropic": plant_anthropic_hub,
     "memoryhub.integrations.claude_code": plant_claude_code,
 }
 NOT_A_HELPER: dict[str, str] = {
     "memoryhub.client.client": "the HTTP client every planter here sends through",
     "memoryhub.client.errors": "exception classes",
     "memoryhub.client.types": "response types",
+    "memoryhub.client.resilience": "the deadline, breaker and spool every hub-based helper sends through "
+    "(planted there: langchain, openai_agents and integrations.anthropic, the last while MemoryHub is "
+    "down, so its records wait in the spool); each hub spools under the probe's tmp dir, grepped too",
     "memoryhub.integrations.recorder": "the compaction recorder langchain and openai_agents call (planted there)",
     "memoryhub.integrations.langgraph": "prepare_context appends through the client's append_events "
     "and records traces through record_trace: the routes planted above",
@@ -410,14 +618,6 @@ def write_routes() -> Iterator[str]:
     yield from (route for route in walk(get_resolver(), "") if not route.startswith("admin/"))
 
 
-PLANTERS_BEHIND = pytest.mark.xfail(
-    reason="open (#30 item 1): the step and timeline routes and the rewritten LangChain, OpenAI Agents and "
-    "Anthropic helpers (#29, this session) have no planters yet",
-    strict=True,
-)
-
-
-@PLANTERS_BEHIND
 def test_every_write_route_is_planted_or_declared_free_of_event_text():
     routes = set(write_routes())
     assert len(routes) > 30  # the walker sees the API
@@ -429,7 +629,6 @@ def test_every_write_route_is_planted_or_declared_free_of_event_text():
     assert all(reason.strip() for reason in NOT_INGEST.values())
 
 
-@PLANTERS_BEHIND
 def test_every_client_helper_module_is_planted_or_declared():
     modules = {
         info.name
@@ -458,6 +657,16 @@ def table_hits(token: str) -> list[str]:
                     if token in str(value):
                         hits.append(f"{table}.{column}")
     return sorted(set(hits))
+
+
+def file_hits(token: str, directories: list[Path]) -> list[str]:
+    """Every file under ``directories`` whose bytes contain ``token``."""
+    return sorted(
+        str(path)
+        for directory in directories
+        for path in directory.rglob("*")
+        if path.is_file() and token.encode() in path.read_bytes()
+    )
 
 
 def get_urls(probe: Probe) -> Iterator[str]:
@@ -523,7 +732,7 @@ def probe(alice, tmp_path, monkeypatch, settings) -> Probe:
         ),
     }
     monkeypatch.setenv("MEMORYHUB_HOOK_DIR", str(tmp_path / "hook"))
-    transport = httpx.WSGITransport(app=InTransactionWSGI())
+    transport = OutageTransport(app=InTransactionWSGI())
     client = MemoryHubClient(
         "http://testserver",
         api_key=alice.key.secret,
@@ -531,11 +740,16 @@ def probe(alice, tmp_path, monkeypatch, settings) -> Probe:
         max_retries=0,
         sleep=lambda _: None,
     )
-    probe = Probe(client=client, api=alice.api, token=f"ZQ{uuid.uuid4().hex[:14]}QZ", tmp=tmp_path)
-    return probe
+    return Probe(
+        client=client,
+        api=alice.api,
+        token=f"ZQ{uuid.uuid4().hex[:14]}QZ",
+        tmp=tmp_path,
+        transport=transport,
+        client_dirs=[tmp_path / "hook"],
+    )
 
 
-@PLANTERS_BEHIND
 def test_a_secret_planted_through_every_ingest_path_is_gone_after_its_purge(probe, alice, caplog):
     caplog.set_level(logging.DEBUG)
     planted: set[str] = set()
@@ -545,12 +759,17 @@ def test_a_secret_planted_through_every_ingest_path_is_gone_after_its_purge(prob
         planted.add(planter)
 
     before = table_hits(probe.token)
+    # On disk only the user's own transcript (Claude Code's file, not the hook's) holds the secret:
+    # the grep finds it there, and every hub emptied its spool once the server had the records.
+    assert file_hits(probe.token, [probe.tmp]) == [str(p) for p in probe.tmp.glob("*.jsonl")]
     # The secret really went in everywhere the registry says it can (spans, summaries, payloads…).
     expected = {
         "memoryhub_event.content",
         "memoryhub_otelspan.attributes",
         "memoryhub_summary.content",
         "memoryhub_consumertrace.fallback_reason",
+        "memoryhub_consumertrace.input_messages",
+        "memoryhub_consumertrace.output",
         "audit_payload.body",
         "audit_summarycomment.text",
         "audit_investigation.fact",
@@ -572,6 +791,9 @@ def test_a_secret_planted_through_every_ingest_path_is_gone_after_its_purge(prob
     for span in OtelSpan.objects.filter(name="compact", workflow__external_id__startswith="probe-otlp"):
         assert span.mapped_to == "kept" and span.summary_id is None, span
     assert table_hits(probe.token) == []
+    # Nothing left on the client's side either: every spool was delivered and emptied.
+    assert all(d.is_dir() for d in probe.client_dirs), probe.client_dirs
+    assert file_hits(probe.token, probe.client_dirs) == []
 
     staff = get_user_model().objects.create_superuser("probe-admin", "probe@example.com", "x-long-password")
     web = Client()

@@ -20,6 +20,7 @@ from memoryhub.bench import (
     ingest,
     langchain_step,
     otel,
+    pages,
     partitions,
     quality,
     scale,
@@ -79,11 +80,19 @@ def _git_has(revision: str) -> bool:
 
 
 def _langchain(opts, log):
-    return langchain_step.run(opts["lc_sizes"], calls=opts["lc_calls"], log=log)
+    return langchain_step.run(
+        opts["lc_sizes"], calls=opts["lc_calls"], log=log, repair_rounds=opts.get("lc_repair_rounds", 20)
+    )
 
 
 def _quality(opts, log):
     return quality.run(opts["quality_sizes"], log=log)
+
+
+def _pages(opts, log):
+    return pages.run(
+        rounds=opts["page_rounds"], load_rounds=opts["page_load_rounds"], warmup=opts["page_warmup"], log=log
+    )
 
 
 BENCHMARKS = {
@@ -102,12 +111,14 @@ BENCHMARKS = {
     "audit": _audit,
     "activation": _activation,
     "langchain": _langchain,
+    "pages": _pages,
 }
 # The tree `bench activation` compares against: main before the write-path work (one round-trip
 # activation, sequenced audit entries).
 ACTIVATION_BASELINE = "c6dff78"
-# Run only when named (minutes at 100k events; pure Python, no database).
-EXPLICIT_ONLY = {"quality"}
+# Run only when named: quality (minutes at 100k events; pure Python, no database); pages (loads
+# the demo into the database and drives Chromium).
+EXPLICIT_ONLY = {"quality", "pages"}
 NO_DATABASE = {"quality"}
 
 
@@ -169,11 +180,31 @@ class Command(BaseCommand):
             "--lc-calls", dest="lc_calls", type=int, default=30, help="langchain: calls per size"
         )
         parser.add_argument(
+            "--lc-repair-rounds",
+            dest="lc_repair_rounds",
+            type=int,
+            default=20,
+            help="langchain: compaction turns timed with and without repair (0: skip)",
+        )
+        parser.add_argument(
             "--quality-sizes",
             dest="quality_sizes",
             type=_sizes,
             default=list(quality.DEFAULT_SIZES),
             help="quality: corpus sizes in events (comma-separated)",
+        )
+        parser.add_argument(
+            "--page-rounds", dest="page_rounds", type=int, default=20, help="pages: server-time rounds"
+        )
+        parser.add_argument(
+            "--page-load-rounds",
+            dest="page_load_rounds",
+            type=int,
+            default=5,
+            help="pages: Chromium load rounds",
+        )
+        parser.add_argument(
+            "--page-warmup", dest="page_warmup", type=int, default=2, help="pages: server warm-up rounds"
         )
         parser.add_argument(
             "--check",

@@ -43,7 +43,14 @@ def flip_message(flip: AlertEvent) -> Message:
     rule = flip.rule
     kind = "resolve" if flip.to_state == AlertState.OK else "alert"
     unit = METRICS[rule.metric].unit if rule.metric in METRICS else ""
-    scope = f" (workflows {rule.workflow_filter}*)" if rule.workflow_filter else ""
+    scope = "".join(
+        f" ({part})"
+        for part in (
+            f"workflows {rule.workflow_filter}*" if rule.workflow_filter else "",
+            f"source {rule.get_source_filter_display()}" if rule.source_filter else "",
+        )
+        if part
+    )
     subject = f"Resolved: {rule.name}" if kind == "resolve" else f"{flip.to_state.upper()}: {rule.name}"
     text = (
         f"{rule.metric}{scope} is {_fmt(flip.value)} {unit} "

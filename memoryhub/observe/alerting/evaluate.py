@@ -58,7 +58,14 @@ def measure(rule: AlertRule, now: datetime) -> tuple[float | None, float | None]
     over 15 minutes" is the max of what was observed in those 15 minutes.
     """
     since = now - timedelta(minutes=rule.window_minutes)
-    sample = compute(rule.tenant, rule.metric, since=since, until=None, workflow_prefix=rule.workflow_filter)
+    sample = compute(
+        rule.tenant,
+        rule.metric,
+        since=since,
+        until=None,
+        workflow_prefix=rule.workflow_filter,
+        source=rule.source_filter,
+    )
     definition = METRICS.get(rule.metric)
     reducer = SAMPLE_REDUCERS.get(rule.aggregation)
     if definition is None or definition.kind == COUNTER or reducer is None:

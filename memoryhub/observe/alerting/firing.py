@@ -49,11 +49,15 @@ def breaching_workflows(
     workflows = Workflow.objects.filter(tenant_id=rule.tenant_id)
     if rule.workflow_filter:
         workflows = workflows.filter(external_id__startswith=rule.workflow_filter)
+    if rule.source_filter:
+        workflows = workflows.filter(source=rule.source_filter)
     out = []
     for wf in workflows.order_by("-updated_at")[:BREACH_SCAN]:
         # compute() narrows by external_id prefix: an id that extends this one (wf-1 / wf-10) is
         # measured with it, so a listed workflow may owe part of its reading to such a sibling.
-        value = compute(rule.tenant, rule.metric, since=since, workflow_prefix=wf.external_id)
+        value = compute(
+            rule.tenant, rule.metric, since=since, workflow_prefix=wf.external_id, source=rule.source_filter
+        )
         state = classify(value, rule.comparator, rule.warning_threshold, rule.critical_threshold)
         if state != AlertState.OK:
             out.append((wf, value, str(state)))

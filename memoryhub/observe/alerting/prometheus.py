@@ -15,7 +15,7 @@ from django.conf import settings
 
 from memoryhub.accounts.tenancy import verify_api_key
 from memoryhub.models import Tenant
-from memoryhub.observe.metrics import COUNTER, METRICS, snapshot
+from memoryhub.observe.metrics import COUNTER, METRICS, needing_repair_by_source, snapshot
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PREFIX = "memoryhub_"
@@ -51,7 +51,8 @@ def format_value(value: float) -> str:
 
 def render(tenants: Iterable[Tenant]) -> str:
     """The exposition text for ``tenants`` (one snapshot per tenant, aggregate queries only)."""
-    values = {tenant.slug: snapshot(tenant, totals=True) for tenant in tenants}
+    tenants_list = list(tenants)
+    values = {tenant.slug: snapshot(tenant, totals=True) for tenant in tenants_list}
     lines: list[str] = []
     for name, definition in METRICS.items():
         metric = PREFIX + name
@@ -62,4 +63,16 @@ def render(tenants: Iterable[Tenant]) -> str:
             value = values[slug][name]
             if value is not None:
                 lines.append(f'{metric}{{tenant="{escape_label(slug)}"}} {format_value(float(value))}')
+    # Compactions that needed repair, per workflow source (totals since the beginning).
+    metric = PREFIX + "compactions_needing_repair_by_source"
+    lines.append(
+        f"# HELP {metric} Framework compactions whose summary lost something or was empty, per workflow "
+        "source. Unit: compactions."
+    )
+    lines.append(f"# TYPE {metric} counter")
+    for tenant in sorted(tenants_list, key=lambda t: t.slug):
+        for source, n in sorted(needing_repair_by_source(tenant).items()):
+            lines.append(
+                f'{metric}{{tenant="{escape_label(tenant.slug)}",source="{escape_label(source)}"}} {n}'
+            )
     return "\n".join(lines) + "\n"

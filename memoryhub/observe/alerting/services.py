@@ -21,7 +21,15 @@ from memoryhub import outbox
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import InvalidInput
 from memoryhub.core.moments import BadMoment, check_moment, parse_moment_text
-from memoryhub.models import AlertEvaluation, AlertRule, Channel, ChannelKind, Comparator, Tenant
+from memoryhub.models import (
+    AlertEvaluation,
+    AlertRule,
+    Channel,
+    ChannelKind,
+    Comparator,
+    Tenant,
+    WorkflowSource,
+)
 from memoryhub.models.alerts import RULE_DEFINITION_FIELDS, RULE_RANGES, rule_default, rule_max_length
 from memoryhub.observe.alerting.transports.guard import UnsafeURL, check_url
 from memoryhub.observe.metrics import METRICS
@@ -185,6 +193,11 @@ def clean_rule(tenant: Tenant, data: dict[str, Any], rule: AlertRule | None = No
             out[field] = _integer(data.get(field, rule_default(field)), field, *RULE_RANGES[field])
     if creating or "workflow_filter" in data:
         out["workflow_filter"] = _text(data, "workflow_filter", rule_max_length("workflow_filter"))
+    if creating or "source_filter" in data:
+        source = _text(data, "source_filter", rule_max_length("source_filter"))
+        if source and source not in WorkflowSource.values:
+            raise _bad("source_filter", f"must be blank or one of {', '.join(WorkflowSource.values)}")
+        out["source_filter"] = source
     if "enabled" in data:
         out["enabled"] = _boolean(data, "enabled")
     if "muted_until" in data:
@@ -248,7 +261,8 @@ def update_rule(rule: AlertRule, data: dict[str, Any], actor: Actor) -> AlertRul
     values = clean_rule(rule.tenant, data, rule)
     channels = values.pop("channels", None)
     measures_something_else = any(
-        field in values and values[field] != getattr(rule, field) for field in ("metric", "workflow_filter")
+        field in values and values[field] != getattr(rule, field)
+        for field in ("metric", "workflow_filter", "source_filter")
     )
     with transaction.atomic():
         for field, value in values.items():

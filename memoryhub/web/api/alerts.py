@@ -31,6 +31,7 @@ from memoryhub.models import (
     Notification,
     Role,
     Tenant,
+    WorkflowSource,
     role_at_least,
 )
 from memoryhub.models.alerts import RULE_DEFINITION_FIELDS, rule_max_length, rule_range
@@ -44,6 +45,8 @@ from memoryhub.web.api.serializers import ErrorSerializer
 
 
 class RuleSerializer(serializers.ModelSerializer):
+    # Blank (every source) as well as a source: documented as one of the sources or "".
+    source_filter = serializers.ChoiceField(choices=WorkflowSource.choices, allow_blank=True, read_only=True)
     channels = serializers.SerializerMethodField()
     muted = serializers.SerializerMethodField()
 
@@ -85,6 +88,12 @@ class RuleInputSerializer(serializers.Serializer):
     interval_seconds = serializers.IntegerField(required=False, **rule_range("interval_seconds"))
     workflow_filter = serializers.CharField(
         required=False, allow_blank=True, max_length=rule_max_length("workflow_filter")
+    )
+    source_filter = serializers.ChoiceField(
+        choices=WorkflowSource.choices,
+        required=False,
+        allow_blank=True,
+        help_text="Only workflows this integration feeds; blank: every source.",
     )
     channels = serializers.ListField(child=serializers.IntegerField(), required=False)
     enabled = serializers.BooleanField(required=False)

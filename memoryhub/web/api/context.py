@@ -87,6 +87,17 @@ class TraceInSerializer(serializers.Serializer):
     input_tokens = serializers.IntegerField(required=False, min_value=0)
     fallback_retrieval = serializers.BooleanField(required=False)
     fallback_reason = serializers.CharField(required=False)
+    input_messages = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text="The messages the model was sent, each with a 'role' (at most 1000, 1 MB of JSON).",
+    )
+    output = serializers.CharField(
+        required=False, help_text="The model's answer as text (structured output JSON-encoded)."
+    )
+    output_tokens = serializers.IntegerField(required=False, min_value=0)
+    latency_ms = serializers.IntegerField(required=False, min_value=0, help_text="Model call latency.")
+    cost_usd = serializers.FloatField(required=False, min_value=0, help_text="The call's cost in USD.")
 
 
 class TraceSerializer(serializers.ModelSerializer):
@@ -94,6 +105,10 @@ class TraceSerializer(serializers.ModelSerializer):
     workflow = serializers.CharField(source="workflow.external_id", read_only=True)
     summary_id = serializers.SerializerMethodField()
     summary_version = serializers.SerializerMethodField()
+    # A number in JSON, as it was sent (DRF would serve a decimal as a string).
+    cost_usd = serializers.DecimalField(
+        max_digits=12, decimal_places=6, coerce_to_string=False, allow_null=True, read_only=True
+    )
 
     class Meta:
         model = ConsumerTrace

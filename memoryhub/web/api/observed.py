@@ -1,10 +1,12 @@
 """Observed compactions: compactions a framework or provider performed outside MemoryHub.
 
 GET|POST workflows/{wf}/observed-compactions/
+POST workflows/{wf}/repair/ (the verdict before the record; writes nothing)
 
 POST stores the provider's summary as a version (coverage 1..covers_to_seq), validates it and
 activates it by compare-and-swap (``memoryhub.memory.observed.record_observed_compaction``); a repeat of
-the same ``observation_id`` returns the first result with 200.
+the same ``observation_id`` returns the first result with 200. The answer's ``repair`` is the
+verdict on what the summary lost and the items to hand back (``memoryhub.memory.repair``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from memoryhub.memory.observed import (
     record_observed_compaction,
     threshold_in_force,
 )
+from memoryhub.memory.repair import verdict_for
 from memoryhub.models import Role
 from memoryhub.web.api.common import WF, TenantAPIView, body_object
 from memoryhub.web.api.serializers import ErrorSerializer
@@ -34,6 +37,7 @@ FIELDS = {
     "observation_id",
     "source_refs",
     "activate",
+    "can_block",
 }
 
 ObservedRequest = inline_serializer(
@@ -64,6 +68,12 @@ ObservedRequest = inline_serializer(
         ),
         "source_refs": serializers.ListField(child=serializers.CharField(), required=False),
         "activate": serializers.BooleanField(required=False, default=True),
+        "can_block": serializers.BooleanField(
+            required=False,
+            default=False,
+            help_text="The caller can keep its previous context: under policy gate 'block' a lossy "
+            "summary is recorded but not activated (activation 'blocked').",
+        ),
     },
 )
 ObservedResponse = inline_serializer(
@@ -82,6 +92,12 @@ ObservedResponse = inline_serializer(
             help_text="activated | stale | rejected | refused:<code> | recorded"
         ),
         "created": serializers.BooleanField(),
+        "repair": serializers.DictField(
+            allow_null=True,
+            help_text="The verdict on what the summary lost and what to hand back: {verdict: "
+            "kept|repaired|blocked|observed|unknown, gate, needed, empty_summary, lost, items: "
+            "[{kind, seq, text}], omitted, text, note, resummarize}.",
+        ),
     },
 )
 
@@ -131,6 +147,9 @@ class ObservedCompactions(TenantAPIView):
         activate = data.get("activate", True)
         if not isinstance(activate, bool):
             raise InvalidInput("'activate' must be a boolean", code="invalid_field")
+        can_block = data.get("can_block", False)
+        if not isinstance(can_block, bool):
+            raise InvalidInput("'can_block' must be a boolean", code="invalid_field")
         result = record_observed_compaction(
             self.workflow(wf),
             covers_to_seq=data["covers_to_seq"],
@@ -141,6 +160,7 @@ class ObservedCompactions(TenantAPIView):
             observation_id=data.get("observation_id"),
             source_refs=data.get("source_refs"),
             activate=activate,
+            can_block=can_block,
             actor=self.actor(),
         )
         return Response(
@@ -148,6 +168,55 @@ class ObservedCompactions(TenantAPIView):
         )
 
 
+RepairRequest = inline_serializer(
+    "RepairVerdictRequest",
+    {
+        "text": serializers.CharField(allow_blank=True, help_text="The framework's summary (may be empty)."),
+        "covers_to_seq": serializers.IntegerField(required=False, min_value=1),
+        "covers_to_event": serializers.CharField(
+            required=False, help_text="client_event_id of the last event it replaces."
+        ),
+        "events": serializers.ListField(
+            child=serializers.DictField(),
+            required=False,
+            help_text="Events not stored yet (sent with the step that records the compaction next).",
+        ),
+        "can_block": serializers.BooleanField(required=False, default=False),
+    },
+)
+RepairResponse = inline_serializer(
+    "RepairVerdict",
+    {
+        "verdict": serializers.ChoiceField(choices=["kept", "repaired", "blocked", "observed", "unknown"]),
+        "gate": serializers.CharField(),
+        "needed": serializers.BooleanField(),
+        "empty_summary": serializers.BooleanField(),
+        "lost": serializers.DictField(),
+        "items": serializers.ListField(child=serializers.DictField()),
+        "omitted": serializers.IntegerField(),
+        "text": serializers.CharField(),
+        "note": serializers.CharField(),
+        "resummarize": serializers.BooleanField(),
+    },
+)
+
+
+class RepairVerdict(TenantAPIView):
+    """POST workflows/{wf}/repair/: the verdict on a summary a framework is about to use, before
+    it is recorded (``memoryhub.memory.repair.verdict_for``). Writes nothing."""
+
+    write_role = Role.INGEST
+
+    @extend_schema(
+        request=RepairRequest,
+        responses={200: RepairResponse, 400: ErrorSerializer, 404: ErrorSerializer, 413: ErrorSerializer},
+    )
+    def post(self, request, wf: str):
+        handback = verdict_for(self.workflow(wf), body_object(request))
+        return Response(handback.to_dict(), status=status.HTTP_200_OK)
+
+
 urlpatterns = [
     path(f"workflows/{WF}/observed-compactions/", ObservedCompactions.as_view(), name="workflow-observed"),
+    path(f"workflows/{WF}/repair/", RepairVerdict.as_view(), name="workflow-repair"),
 ]

@@ -376,7 +376,11 @@ class ActivateView(_Action):
         data = body_object(request)
         revision = _expected_revision(data)
         reason = lifecycle.clean_reason(data.get("reason"), required=False)
-        summary = self.allowed(summary_id, reason=reason, expected=revision)
+        # The role half here; the state half is the service's own, read under the workflow lock
+        # in the one statement the compare-and-swap reads (the same rules and codes as
+        # ``check_allowed``: a pre-check would read them all again, ~8 ms through the ORM).
+        lifecycle.check_role(self.lifecycle_action, self.request.role)  # type: ignore[attr-defined]  # set by TenantMember
+        summary = self.summary(summary_id)
         return _activation_response(lifecycle.activate(summary, revision, self.actor(), reason=reason))
 
 

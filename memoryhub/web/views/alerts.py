@@ -28,6 +28,7 @@ from memoryhub.models import (
     Comparator,
     Role,
     Tenant,
+    WorkflowSource,
     role_at_least,
 )
 from memoryhub.models.alerts import rule_default, rule_max_length, rule_range
@@ -95,6 +96,11 @@ class RuleForm(forms.Form):
         help_text="Only workflows whose external id starts with this.",
         max_length=rule_max_length("workflow_filter"),
     )
+    source_filter = forms.ChoiceField(
+        choices=[("", "every source"), *WorkflowSource.choices],
+        required=False,
+        help_text="Only workflows this integration feeds (LangChain, Claude Code, …).",
+    )
     channels = forms.MultipleChoiceField(required=False, widget=forms.CheckboxSelectMultiple)
     enabled = forms.BooleanField(required=False, initial=True)
 
@@ -109,6 +115,7 @@ class RuleForm(forms.Form):
         data = dict(self.cleaned_data)
         data["channels"] = [int(pk) for pk in data["channels"]]
         data["workflow_filter"] = data.get("workflow_filter") or ""
+        data["source_filter"] = data.get("source_filter") or ""
         if not data.get("aggregation"):
             data.pop("aggregation", None)
         return data

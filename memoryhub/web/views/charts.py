@@ -11,6 +11,7 @@ from django.utils.http import urlencode
 
 from memoryhub.observe import figures
 from memoryhub.observe.detail import History
+from memoryhub.observe.framework import FrameworkCompaction
 from memoryhub.observe.reports import SIGNALS, OverviewCharts, OverviewSeries, Signal, Window
 from triggers.engine import PolicySpec
 
@@ -45,7 +46,7 @@ def overview_figures(
 ) -> list[dict[str, Any]]:
     """Every overview chart as {key, title, figure, points, json}; every point drills down."""
     series = data.series
-    span = (now - window.span, now)
+    span = (window.since(now), now)  # the counts' window: charts and numbers start together
     per = _bucket_label(window)
     charts: list[tuple[str, str, figures.Figure]] = []
 
@@ -231,14 +232,23 @@ def summary_url(summary_id: str) -> str:
     return reverse("memoryhub:summary-detail", args=[summary_id])
 
 
-def history_figure(history: History, spec: PolicySpec) -> figures.Figure:
-    """The workflow's history-token curve with its budget lines and pointer changes marked."""
-    same = spec.trigger_tokens == spec.safe_budget
-    lines = [figures.Line(spec.safe_budget, "safe budget = trigger" if same else "safe budget", figures.WARN)]
-    if not same:
-        lines.append(figures.Line(spec.trigger_tokens, "trigger", figures.PURPLE, "dot"))
-    lines.append(figures.Line(spec.target_tokens, "target", figures.OK, "dashdot"))
-    lines.append(figures.Line(spec.hard_limit, "hard limit", figures.BAD, "solid"))
+def history_figure(
+    history: History, spec: PolicySpec, compacted_by: FrameworkCompaction | None = None
+) -> figures.Figure:
+    """The workflow's history-token curve with its budget lines and pointer changes marked. A
+    workflow a framework compacts gets no MemoryHub policy lines (they are not what compacts it);
+    the framework's threshold, when it reported one, is its own count of tokens, so it is not
+    drawn on this axis either (the threshold table shows it)."""
+    lines: list[figures.Line] = []
+    if compacted_by is None:
+        same = spec.trigger_tokens == spec.safe_budget
+        lines.append(
+            figures.Line(spec.safe_budget, "safe budget = trigger" if same else "safe budget", figures.WARN)
+        )
+        if not same:
+            lines.append(figures.Line(spec.trigger_tokens, "trigger", figures.PURPLE, "dot"))
+        lines.append(figures.Line(spec.target_tokens, "target", figures.OK, "dashdot"))
+        lines.append(figures.Line(spec.hard_limit, "hard limit", figures.BAD, "solid"))
     activations = [
         figures.Marker(
             c.seq,

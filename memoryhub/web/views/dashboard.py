@@ -19,11 +19,11 @@ from django.shortcuts import render
 from django.urls import path
 from django.utils import timezone
 
-from memoryhub.memory import lifecycle
+from memoryhub.memory import lifecycle, repair
 from memoryhub.memory.events import EVENTS_PER_PAGE
 from memoryhub.models import SummaryStatus, WorkflowSource
 from memoryhub.models.workflows import EventKind
-from memoryhub.observe import browse, detail, figures
+from memoryhub.observe import browse, detail, figures, framework
 from memoryhub.observe.alerting.firing import firing
 from memoryhub.observe.reports import (
     SIGNALS,
@@ -182,15 +182,22 @@ def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
     workflow = page_workflow(request, wf)
     spec, policy_source, _ = effective_policy(workflow.tenant_id, workflow)
     numbers = asdict(detail.workflow_numbers(workflow, spec, timezone.now()))
+    compacted_by = framework.framework_compaction(workflow)  # None: MemoryHub's policy compacts it
     if request.GET.get("fragment") == "stats":
         return render(
-            request, "memoryhub/partials/workflow_stats.html", {"workflow": workflow, "spec": spec, **numbers}
+            request,
+            "memoryhub/partials/workflow_stats.html",
+            {"workflow": workflow, "spec": spec, "framework": compacted_by, **numbers},
         )
     page_no = _int(request.GET.get("page"), 1)
     if seq := _int(request.GET.get("seq"), 0):
         page_no = detail.page_of_seq(seq)
     report = detail.workflow_report(workflow)
-    curve = history_figure(report.history, spec)
+    curve = history_figure(report.history, spec, compacted_by)
+    repairs = repair.workflow_handbacks(workflow)
+    verdicts = {r["summary"].pk: (r["repair"] or {}).get("verdict") for r in repairs}
+    for s in report.summaries:
+        s.repair_verdict = verdicts.get(s.pk)  # type: ignore[attr-defined]  # shown beside its status
     return render(
         request,
         "memoryhub/workflow_detail.html",
@@ -198,6 +205,7 @@ def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
             "workflow": workflow,
             "spec": spec,
             "policy_source": policy_source,
+            "framework": compacted_by,
             **numbers,
             "needs_plotly": True,
             "curve_json": figures.to_json(curve),
@@ -206,12 +214,14 @@ def workflow_detail(request: HttpRequest, wf: str) -> HttpResponse:
             "awaiting": report.awaiting,
             "lifecycle": report.lifecycle,
             "results": report.results,
+            "stale_attempts": report.stale_attempts,
             "traces": report.traces,
             "artifacts": report.artifacts,
             "jobs": report.jobs,
             "page": detail.event_page(workflow, page_no),
             "event_kinds": EventKind.values,
             "watermark": report.watermark,
+            "repairs": repairs,
         },
     )
 
@@ -252,6 +262,7 @@ def summary_detail(request: HttpRequest, summary_id: str) -> HttpResponse:
             "diff_template": DIFF_TEMPLATE if report.diff is not None else None,
             "role": role,
             "events_per_page": EVENTS_PER_PAGE,
+            "handback": repair.recorded_handback(summary),
         },
     )
 

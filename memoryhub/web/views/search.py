@@ -1,6 +1,8 @@
 """The nav search box and a workflow's filterable event timeline (reports: memoryhub.observe.search).
 
-An exact single search hit redirects to its page. ``/workflows/<wf>/timeline/?seq=137`` opens the
+An exact single search hit redirects to its page. Free text searches the events of every workflow
+of the tenant (``?scope=tenant``, the default) or of one (``?workflow=<id>``; ``scope=workflow``),
+a page at a time (``?page=2``). ``/workflows/<wf>/timeline/?seq=137`` opens the
 timeline at row 137 and highlights it.
 
 URL names (namespace ``memoryhub``): search, workflow-timeline.
@@ -8,9 +10,12 @@ URL names (namespace ``memoryhub``): search, workflow-timeline.
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
+from django.template import loader
 from django.urls import path
 from django.views.decorators.http import require_GET
 
@@ -20,6 +25,7 @@ from memoryhub.web.views.base import page_tenant, page_workflow
 
 QUERY_CHARS = 300
 AGENT_CHARS = 100
+WORKFLOW_CHARS = 200  # Workflow.external_id's max_length
 
 
 @login_required
@@ -27,22 +33,44 @@ AGENT_CHARS = 100
 def search(request: HttpRequest) -> HttpResponse:
     tenant, _ = page_tenant(request)
     q = request.GET.get("q", "").strip()[:QUERY_CHARS]
-    wf_id = request.GET.get("workflow", "").strip()
-    found = report.search(tenant, q, wf_id)
-    if found.only_exact is not None and request.GET.get("all") != "1":
+    wf_id = request.GET.get("workflow", "").strip()[:WORKFLOW_CHARS]
+    scope = request.GET.get("scope", "")
+    page = _page(request.GET.get("page"))
+    if scope not in ("", *report.SCOPES) or page is None:
+        detail = f"page is a number from 1 to {report.MAX_EVENT_PAGE}; scope is tenant or workflow"
+        return HttpResponseBadRequest(loader.render_to_string("400.html", {"detail": detail}, request))
+    found = report.search(tenant, q, wf_id, scope=scope, page=page)
+    if found.only_exact is not None and request.GET.get("all") != "1" and page == 1:
         return redirect(found.only_exact.url)
+    base = {"q": q, "all": "1", "scope": found.scope, **({"workflow": wf_id} if wf_id else {})}
     return render(
         request,
         "memoryhub/search.html",
         {
             "search_query": q,
             "q": q,
-            "hits": found.hits,
+            "hits": found.hits if page == 1 else [],
             "events": found.events,
             "search_workflow": found.workflow,
             "workflow_id": wf_id,
+            "scope": found.scope,
+            "page": found.page,
+            "engine": found.engine,
+            "prev_url": "?" + urlencode({**base, "page": page - 1}) if page > 1 else "",
+            "next_url": "?" + urlencode({**base, "page": page + 1})
+            if found.has_next and page < report.MAX_EVENT_PAGE
+            else "",
         },
     )
+
+
+def _page(raw: str | None) -> int | None:
+    """``?page=``: 1 when absent, None (a 400) when not a number from 1 to MAX_EVENT_PAGE."""
+    if not raw:
+        return 1
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 4 or not 1 <= int(raw) <= report.MAX_EVENT_PAGE:
+        return None
+    return int(raw)
 
 
 def _seq(raw: str | None) -> int:

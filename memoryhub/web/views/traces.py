@@ -84,7 +84,7 @@ def _trace_filters(filters: dict[str, Any]) -> TraceFilters:
         agent=filters["agent"],
         flag=filters["flag"],
         workflow=filters["workflow"],
-        window_start=timezone.now() - window.span if window else None,
+        window_start=window.since(timezone.now()) if window else None,
         since=_when(filters["since"]),
         until=_when(filters["until"], end=True),
     )
@@ -149,6 +149,11 @@ def trace_detail(request: HttpRequest, trace_id: int) -> HttpResponse:
             "tail_url": f"/workflows/{workflow.external_id}/events/{tail_from}-{trace.tail_to_seq}/"
             if trace.tail_to_seq >= tail_from
             else "",
+            "served": report.served_summary,
+            "tail": [(e, event_link(workflow.external_id, e.seq)) for e in report.tail],
+            "tail_count": report.tail_count,
+            "tail_more": report.tail_count - len(report.tail),
+            "call_messages": report.messages,
             "artifacts": report.artifacts,
             "flag_labels": dict(TraceFlag.choices),
             "bundle_json": json.dumps(report.bundle, cls=DjangoJSONEncoder, indent=2, ensure_ascii=False),
