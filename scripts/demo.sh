@@ -7,22 +7,24 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 HOST=${MEMORYHUB_HOST:-127.0.0.1}
 PORT=${MEMORYHUB_PORT:-8000}
-mkdir -p var/log var/staticfiles
+# Where SQLite, the broker and the logs live (MEMORYHUB_VAR_DIR, as the settings read it).
+VAR=${MEMORYHUB_VAR_DIR:-var}
+mkdir -p "$VAR/log" "$VAR/staticfiles"
 
 # The demo runs like production: DEBUG off (a visitor sees the styled error pages, never Django's
 # debug page), with a development SECRET_KEY generated once under var/ (an exported one wins).
 . scripts/dev-env.sh
 
 echo "==> migrating the database ($(
-  $PY -c 'import os; print(os.environ.get("DATABASE_URL") or "SQLite var/memoryhub.sqlite3")'))"
+  $PY -c 'import os; print(os.environ.get("DATABASE_URL") or "SQLite " + os.environ.get("MEMORYHUB_VAR_DIR", "var") + "/memoryhub.sqlite3")'))"
 $PY manage.py migrate --no-input -v 0
 
 echo "==> loading the demo data (the payments API test-generation scenario)"
 $PY manage.py load_demo --skip-if-loaded
 
-echo "==> starting the Celery worker with beat (log: var/log/worker.log)"
-.venv/bin/celery -A memoryhub.celery worker -B -s var/celerybeat-schedule --loglevel=INFO \
-  --concurrency=2 >var/log/worker.log 2>&1 &
+echo "==> starting the Celery worker with beat (log: $VAR/log/worker.log)"
+.venv/bin/celery -A memoryhub.celery worker -B -s "$VAR/celerybeat-schedule" --loglevel=INFO \
+  --concurrency=2 >"$VAR/log/worker.log" 2>&1 &
 WORKER=$!
 
 cleanup() {
@@ -35,8 +37,8 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-echo "==> starting the web server (log: var/log/web.log)"
-$PY manage.py runserver --noreload "$HOST:$PORT" >var/log/web.log 2>&1 &
+echo "==> starting the web server (log: $VAR/log/web.log)"
+$PY manage.py runserver --noreload "$HOST:$PORT" >"$VAR/log/web.log" 2>&1 &
 WEB=$!
 
 # Wait for the server, then let the worker compact the second demo workflow.
@@ -47,7 +49,7 @@ urllib.request.urlopen(f"http://{sys.argv[1]}:{sys.argv[2]}/accounts/login/", ti
 PYEOF
   sleep 0.5
 done
-$PY manage.py load_demo --live-steps || echo "(live demo steps skipped; see var/log/worker.log)"
+$PY manage.py load_demo --live-steps || echo "(live demo steps skipped; see $VAR/log/worker.log)"
 
 cat <<MSG
 
