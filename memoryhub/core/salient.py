@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 
 import regex
+from sqlparse import keywords as sqlparse_keywords
 
 # -- the data model -------------------------------------------------------------------------------
 
@@ -169,6 +170,7 @@ _CURRENCY_WORDS = {
     "dollar": "USD",
     "dollars": "USD",
     "円": "JPY",
+    "元": "CNY",
     "franken": "CHF",
     "pfund": "GBP",
 }
@@ -213,17 +215,17 @@ def number_norm(raw: str) -> str | None:
 
 _UNIT_WORDS: dict[str, str] = {}
 for _canon, _words in {
-    "ms": "ms msec millisecond milliseconds millisekunde millisekunden ミリ秒",
+    "ms": "ms msec millisecond milliseconds millisekunde millisekunden milliseconde millisecondes milisegundo milisegundos ミリ秒 毫秒",
     "µs": "µs us microsecond microseconds",
     "ns": "ns nanosecond nanoseconds",
-    "s": "s sec secs second seconds sekunde sekunden sek 秒 秒間",
-    "min": "min mins minute minutes minuten 分 分間",
-    "h": "h hr hrs hour hours stunde stunden std 時間",
-    "d": "d day days tag tage tagen werktage werktagen 日 日間",
-    "wk": "wk week weeks woche wochen 週 週間",
-    "mo": "month months monat monate monaten ヶ月 か月 カ月 ヵ月",
+    "s": "s sec secs second seconds sekunde sekunden sek seconde secondes segundo segundos 秒 秒間 秒钟",
+    "min": "min mins minute minutes minuten minuto minutos 分 分間 分钟",
+    "h": "h hr hrs hour hours stunde stunden std heure heures hora horas 時間 小时 个小时",
+    "d": "d day days tag tage tagen werktage werktagen jour jours día días dia dias 日 日間 天 个工作日 工作日",
+    "wk": "wk week weeks woche wochen semaine semaines semana semanas 週 週間 周 个星期 星期",
+    "mo": "month months monat monate monaten mois mes meses ヶ月 か月 カ月 ヵ月 个月",
     "yr": "yr yrs year years jahr jahre jahren 年間",
-    "times": "x × times mal attempts attempt retries retry tries versuche versuch 回 度",
+    "times": "x × times mal attempts attempt retries retry tries versuche versuch fois vez veces 回 度 次",
     "%": "% percent prozent パーセント",
     "cm": "cm",
     "mm": "mm",
@@ -240,7 +242,7 @@ for _canon, _words in {
     "chars": "char chars character characters zeichen 文字",
     "lines": "line lines zeilen zeile 行",
     "rows": "row rows",
-    "items": "item items stück stk 件 個 点",
+    "items": "item items stück stk 件 個 点 个",
     "files": "file files dateien datei",
     "tests": "test tests",
     "requests": "request requests anfragen req/s rps qps",
@@ -260,18 +262,18 @@ _CJK_COUNTERS = sorted((w for w in _UNIT_WORDS if not w.isascii()), key=len, rev
 _MONTHS: dict[str, int] = {}
 for _i, _names in enumerate(
     [
-        "january jan januar jänner",
-        "february feb februar",
-        "march mar märz mär mrz",
-        "april apr",
-        "may mai",
-        "june jun juni",
-        "july jul juli",
-        "august aug",
-        "september sep sept",
-        "october oct oktober okt",
-        "november nov",
-        "december dec dezember dez",
+        "january jan januar jänner janvier enero",
+        "february feb februar février fevrier febrero",
+        "march mar märz mär mrz mars marzo",
+        "april apr avril abril",
+        "may mai mayo",
+        "june jun juni juin junio",
+        "july jul juli juillet julio",
+        "august aug août aout agosto",
+        "september sep sept septembre septiembre",
+        "october oct oktober okt octobre octubre",
+        "november nov novembre noviembre",
+        "december dec dezember dez décembre decembre diciembre",
     ],
     start=1,
 ):
@@ -301,6 +303,7 @@ _CONSTANT = re.compile(r"\A[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\Z")
 _SNAKE = re.compile(r"\A_?[a-z][a-z0-9]*(?:_[a-z0-9]+)+\Z")
 _CAMEL = re.compile(r"\A[a-z]+(?:[A-Z][a-z0-9]*)+\Z")
 _PASCAL = re.compile(r"\A[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\Z")
+_ACRONYM_PASCAL = re.compile(r"\A[A-Z]{2,}[a-z]{2,}(?:[A-Z][a-z0-9]*)*\Z")  # OOMKilled, HTTPServer
 _DOTTED = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]+(?:\.[A-Za-z_][A-Za-z0-9_]+)+(?:\(\))?\Z")
 _CALL = re.compile(r"\A[A-Za-z_][A-Za-z0-9_.]*\(\)\Z")
 _HEADER = re.compile(r"\A[A-Z][a-z]+(?:-[A-Z][a-z]+)+\Z")
@@ -593,6 +596,10 @@ _ACRONYM_STOP = frozenset(
         "PDF",
         "CLI",
     ]
+) | frozenset(
+    # SQL keywords (sqlparse's list: ALTER, TABLE, NULL, WHERE, TYPE, DEFAULT…): an upper-case
+    # word of a statement or a table header is vocabulary, not a name a summary must restate.
+    set(sqlparse_keywords.KEYWORDS) | set(sqlparse_keywords.KEYWORDS_COMMON)
 )
 _TITLES = frozenset(
     ["mr", "mrs", "ms", "dr", "prof", "herr", "frau", "hr", "fr", "sir", "madam", "mx"]
@@ -686,7 +693,13 @@ def _classify(chunk: str) -> tuple[str, str] | None:
         and (has_digit or "." in chunk or "_" in chunk or chunk[0] in "/~.")
     ):
         return "path", chunk
-    if _CONSTANT.match(chunk) or _SNAKE.match(chunk) or _CAMEL.match(chunk) or _PASCAL.match(chunk):
+    if (
+        _CONSTANT.match(chunk)
+        or _SNAKE.match(chunk)
+        or _CAMEL.match(chunk)
+        or _PASCAL.match(chunk)
+        or _ACRONYM_PASCAL.match(chunk)
+    ):
         return "symbol", chunk
     if has_digit and has_letter and (_SEPARATED.match(chunk) or _ALNUM.match(chunk)):
         return "identifier", chunk
@@ -703,6 +716,57 @@ def _classify(chunk: str) -> tuple[str, str] | None:
     if _ACRONYM.match(chunk) and chunk not in _ACRONYM_STOP:
         return "name", chunk
     return None
+
+
+# One setting per line, as YAML, INI, .env and properties files write it: "  attempts: 6",
+# "provider: adyen", "MODE=fast". Its value is what the line says, whatever its shape.
+_SETTING_LINE = re.compile(
+    r"(?m)^[ \t]*(?:- )?[A-Za-z_][\w.-]{0,60}[ \t]*[:=][ \t]*([^\s#'\"{}\[\],][^\s'\"{}\[\],]{0,119})"
+    r"(?:[ \t]+#[^\n]*)?[ \t]*$"
+)
+
+
+def _with_setting_values(text: str, found: list[Unit]) -> list[Unit]:
+    """``found`` plus the value of every one-setting line that no unit covers already (a lone
+    digit, a lower-case word, a vault reference): a config's values are its content."""
+    extra = []
+    for m in _SETTING_LINE.finditer(text):
+        s, e = m.span(1)
+        before = bisect.bisect_left(found, s, key=lambda u: u.start)
+        if within(found, s, e) or (before and found[before - 1].end > s):
+            continue  # a unit already states (part of) this value
+        value = m.group(1)
+        norm = number_norm(value)
+        extra.append(
+            Unit(value, "number", norm, s, e) if norm is not None else Unit(value, "identifier", value, s, e)
+        )
+    return sorted(found + extra, key=lambda u: (u.start, u.end)) if extra else found
+
+
+_LONE_DIGIT = re.compile(r"(?<![\w.,])\d(?!\w|[.,:]\d)")
+_HUNK_HEADER = re.compile(r"(?m)^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+
+
+def _without_header_runs(text: str, found: list[Unit]) -> list[Unit]:
+    """Upper-case words three or more in a row on one line ("NAME READY STATUS RESTARTS AGE",
+    "LAST SEEN TYPE REASON OBJECT") are a table's header or a shouted phrase, not names."""
+    run: list[int] = []
+    drop: set[int] = set()
+
+    def close() -> None:
+        if len(run) >= 3:
+            drop.update(run)
+        run.clear()
+
+    for k, u in enumerate(found):
+        if u.kind == "name" and _ACRONYM.match(u.text):
+            if run and text[found[run[-1]].end : u.start].strip(" \t"):
+                close()
+            run.append(k)
+        else:
+            close()
+    close()
+    return [u for k, u in enumerate(found) if k not in drop] if drop else found
 
 
 def _ascending(chunk: str) -> bool:
@@ -770,7 +834,9 @@ def units(text: str) -> list[Unit]:
 
 
 def _units(text: str) -> list[Unit]:
-    parts = chunks(text)
+    # A diff's hunk header ("@@ -1,6 +1,8 @@") holds line counts, not values: masked (same length,
+    # so every offset still points into ``text``).
+    parts = chunks(_HUNK_HEADER.sub(lambda m: " " * len(m.group()), text) if "@@" in text else text)
     german = _is_german(text)
     starts = {s for s, _ in sentences(text)}  # a clause start counts as a sentence start
     found: list[Unit] = []
@@ -817,8 +883,23 @@ def _units(text: str) -> list[Unit]:
             i += 1
             parts[i] = (chunk, s, e)
             nxt = parts[i + 1][0] if i + 1 < n else ""
-        # dates with month names: 14. April [2026] | 25 March | March 3rd[, 2026]
+        # dates with month names: 14. April [2026] | 25 March | March 3rd[, 2026] | 15 de junio [de 2026]
         day = _day(chunk)
+        if (
+            day is not None
+            and i + 2 < n
+            and nxt.lower() == "de"
+            and near(i)
+            and near(i + 1)
+            and parts[i + 2][0].lower().rstrip(".,") in _MONTHS
+        ):
+            month, j = _MONTHS[parts[i + 2][0].lower().rstrip(".,")], i + 2
+            year = None
+            if j + 2 < n and parts[j + 1][0].lower() == "de" and near(j) and near(j + 1):
+                year = _year(parts[j + 2][0])
+            add("date", _date_norm(year, month, day), i, j + 2 if year else j)
+            i = j + (3 if year else 1)
+            continue
         if (
             day is not None
             and (near(i) or (i + 1 < n and gap(i, i + 1) == ". "))
@@ -916,6 +997,9 @@ def _units(text: str) -> list[Unit]:
         found.append(Unit(chunk, kind, norm, s, e))
         i += 1
     found.sort(key=lambda u: (u.start, u.end))
+    found = _without_header_runs(text, found)
+    if ":" in text or "=" in text:
+        found = _with_setting_values(text, found)
     quoted = []
     for m in _QUOTED.finditer(text):
         inner = next(g for g in m.groups() if g is not None)
@@ -1036,8 +1120,14 @@ _NEGATIVE = re.compile(
     r"(?i)\b(?:must\s+not|mustn['’]t|never|do\s+not|don['’]t|cannot|can['’]t|may\s+not|shall\s+not|"
     r"should\s+not|shouldn['’]t|will\s+not|won['’]t|not\s+allowed|forbidden|prohibited|no\s+longer|"
     r"darf\s+nicht|dürfen\s+nicht|muss\s+nicht|müssen\s+nicht|soll\s+nicht|sollen\s+nicht|nie|"
-    r"niemals|keine?[nmrs]?|verboten|untersagt)\b"
+    r"niemals|keine?[nmrs]?|verboten|untersagt|"
+    # French (ne … pas/jamais, interdit), Spanish (no se debe, nunca, prohibido)
+    r"ne|n['’](?=\w)|jamais|interdite?s?|aucune?|"
+    r"no\s+(?:se|debe|deben|debes|puede|pueden|hay|está|están|es|son)|nunca|jamás|prohibidas?|prohibidos?|"
+    r"ningún|ninguna)\b"
     r"|禁止|(?:ては|では)(?:ならない|いけない|ならず)|ないこと|ないでください|ないように|不可|してはいけ"
+    # Chinese (不得, 不能, 严禁…)
+    r"|不得|不能|不要|严禁|切勿|不允许|不准|不应|不可以"
 )
 # "no more than 5" is a limit and "403 Forbidden" a status: neither negates the sentence.
 _NOT_A_NEGATION = re.compile(r"(?i)\bno\s+(?:more|later|fewer|less)\s+than\b|\b[1-5]\d\d\s+forbidden\b")
@@ -1049,11 +1139,18 @@ _CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"only|until|at\s+(?:most|least)|no\s+(?:more|later)\s+than|within|always|ensure|"
             r"make\s+sure|never|muss|müssen|soll|sollen|darf|dürfen|erforderlich|"
             r"notwendig|nur|höchstens|mindestens|spätestens|innerhalb|immer|stets|nie|niemals|"
-            r"verboten|untersagt|forbidden|prohibited|deadline)\b"
+            r"verboten|untersagt|forbidden|prohibited|deadline|"
+            # French, Spanish
+            r"doit|doivent|devez|devons|faut|obligatoire|exigée?|jamais|interdite?s?|seulement|"
+            r"uniquement|au\s+plus\s+tard|au\s+(?:maximum|minimum|moins)|"
+            r"debe|deben|debes|debemos|hay\s+que|tiene\s+que|tienen\s+que|obligatori[oa]s?|nunca|"
+            r"jamás|prohibid[oa]s?|solo|sólo|únicamente|como\s+(?:máximo|mínimo)|a\s+más\s+tardar)\b"
             # "do not" as an imperative (clause start, after please/you/we), not "warnings do not change"
             r"|(?i:(?:^|(?<=[,:] )|(?<=please )|(?<=you )|(?<=we ))(?:do\s+not|don['’]t)\b)"
             r"|しなければ|なければならない|必要|必須|こと(?=[。．\s]|\Z)|禁止|まで|以内|以下|以上|常に|必ず|"
             r"てはならない|てはいけない"
+            # Chinese
+            r"|必须|务必|应当|应该|需要|不得|不能|不要|严禁|切勿|最多|至少|只能|仅限|之前"
         ),
     ),
     (
@@ -1062,8 +1159,9 @@ _CUES: tuple[tuple[str, re.Pattern[str]], ...] = (
             # "we will send a replacement": a commitment the team makes is a decision ("I will look
             # at the logs" is an agent's own next step, not one).
             r"(?i)\b(?:decided|decision|agreed|we(?:['’]ll|\s+will|\s+are\s+going\s+to)|going\s+with|"
-            r"chose|wir\s+werden|entschieden|entscheidung|vereinbart|beschlossen)\b"
-            r"|決定|決めた|合意|ことにし(?:た|ました|ます)"
+            r"chose|wir\s+werden|entschieden|entscheidung|vereinbart|beschlossen|"
+            r"décidé|décision|convenu|decidido|decisión|acordado|acordamos)\b"
+            r"|決定|決めた|合意|ことにし(?:た|ました|ます)|决定|已决定|同意"
         ),
     ),
     (
@@ -1134,6 +1232,8 @@ def contains(haystack_units: list[Unit], haystack_text: str, unit: Unit) -> bool
     if unit.norm in norms:
         return True
     if unit.kind == "number":
+        if len(unit.norm) == 1:  # a setting's "6" restated as a lone digit, which no unit holds
+            return any(m.group() == unit.norm for m in _LONE_DIGIT.finditer(haystack_text))
         return unit.norm in values(haystack_units)
     if unit.kind == "date" and "T" in unit.norm:  # 2026-03-14T09:12 kept as "2026-03-14 at 09:12:44Z"
         day, hhmm = unit.norm.split("T")

@@ -40,7 +40,7 @@ SORTS: dict[str, str] = {
     "money": "money",
     "quantity": "value",
     "date": "when",
-    "time": "when",
+    "time": "clock",  # a time of day never stands in for a date ("2026-03-11 … 08:11")
     "identifier": "id",
     "path": "id",
     "symbol": "id",
@@ -244,7 +244,24 @@ class Evidence:
             return True
         # p50/p99/error: a slash-joined shorthand of grounded parts invents nothing
         parts = [p for p in unit.text.split("/") if p]
-        return len(parts) > 1 and all(p in self.known_chunks for p in parts)
+        if len(parts) > 1 and all(p in self.known_chunks for p in parts):
+            return True
+        if unit.kind == "path":  # "a/migrations/0047.sql" of a diff, restated "migrations/0047.sql"
+            tail = "/" + unit.text.lstrip("./")
+            return any(k.kind == "path" and k.text.endswith(tail) for k in self.known_units)
+        if unit.kind == "name":  # "Reviewer (Tomasz Wierzbicki)" restated "Reviewer Tomasz Wierzbicki"
+            words = _NAME_WORD.findall(unit.text.casefold())
+            return bool(words) and all(w in self._name_words for w in words)
+        return False
+
+    @property
+    def _name_words(self) -> set[str]:
+        """Every word of the covered text, case-folded ("@dev.okafor" gives dev and okafor)."""
+        cached = self.__dict__.get("_name_word_cache")
+        if cached is None:
+            cached = set(_NAME_WORD.findall(self.known_text.casefold()))
+            self.__dict__["_name_word_cache"] = cached
+        return cached
 
     @property
     def _norms(self) -> set[str]:
@@ -253,6 +270,9 @@ class Evidence:
             cached = salient.values(self.known_units)
             self.__dict__["_norm_cache"] = cached
         return cached
+
+
+_NAME_WORD = re.compile(r"[^\W\d_]+")
 
 
 def _words(text: str) -> frozenset[str]:
@@ -469,6 +489,7 @@ class _SummarySentence:
     words: frozenset[str]
     polarity: str
     context: str = ""  # the whole sentence the clause belongs to
+    context_values: frozenset[str] = frozenset()  # the values that whole sentence states
 
 
 def judge(
@@ -486,16 +507,19 @@ def judge(
     mode = mode or (CENSUS if census else RULES_7_RANGES)
     states = unit_states(evidence, text, found, drops, up_to=up_to, mode=mode)
     spans = salient.full_sentences(text)
-    summary_sentences = [
-        _SummarySentence(
-            text[s:e],
-            tuple(salient.within(found, s, e)),
-            _words(text[s:e]),
-            salient.polarity(text[s:e]),
-            next((text[a:b] for a, b in spans if a <= s and e <= b), text[s:e]),
+    summary_sentences = []
+    for s, e in salient.clauses(text):
+        a, b = next(((a, b) for a, b in spans if a <= s and e <= b), (s, e))
+        summary_sentences.append(
+            _SummarySentence(
+                text[s:e],
+                tuple(salient.within(found, s, e)),
+                _words(text[s:e]),
+                salient.polarity(text[s:e]),
+                text[a:b],
+                frozenset(salient.values(salient.within(found, a, b))),
+            )
         )
-        for s, e in salient.clauses(text)
-    ]
 
     unit_verdicts = [UnitVerdict(seq, unit, state) for _key, seq, unit, state, _range in states]
 
@@ -686,7 +710,9 @@ def _obligation_verdict(seq, ob, found, text, sentences, drops, mode=RULES_7_RAN
 
 # Any negation at all: a forbidding sentence restated without one has lost its "not".
 _ANY_NEGATION = re.compile(
-    r"(?i)\b(?:not|no|nothing|none|never|without|nicht|nichts|nie|kein\w*|ohne)\b|n['’]t\b|ない|禁止|不可|ず"
+    r"(?i)\b(?:not|no|nothing|none|never|without|nicht|nichts|nie|kein\w*|ohne|"
+    r"ne|pas|jamais|rien|aucune?|sans|interdite?s?|nunca|jamás|nada|ningún|ninguna|sin|prohibid[oa]s?)\b"
+    r"|n['’]t\b|\bn['’](?=\w)|ない|禁止|不可|ず|不|没|无|别|勿"
 )
 
 
@@ -802,11 +828,17 @@ def _contradictions(evidence: Evidence, sentences: list[_SummarySentence], obs: 
             if evidence.grounded(u) and _at_home(evidence, u, s_norms):
                 continue  # stated elsewhere beside other values of this sentence: a merge, not a swap
             sort = SORTS.get(u.kind)
-            for pool in (best.units, tuple(same_event)):
+            # Against the clause it restates, a value in another's place is a swap; against the
+            # rest of that event, a value the summary's whole sentence still states was regrouped,
+            # not replaced ("07:52 deploy started; 08:11 paged" → "started at 07:52; … paged at 08:11").
+            for pool, restated in ((best.units, s_values), (tuple(same_event), s_values | s.context_values)):
                 rivals = [
                     r
                     for r in pool
-                    if SORTS.get(r.kind) == sort and r.norm not in s_norms and r.norm not in s_values
+                    if SORTS.get(r.kind) == sort
+                    and r.norm not in s_norms
+                    and r.norm not in restated
+                    and r.text not in s.context  # still written there, in words no unit holds
                 ]
                 if rivals:
                     out.append(Contradiction(best.seq, rivals[0].text, u.text, s.text[:200]))
@@ -894,7 +926,8 @@ def _at_home(evidence: Evidence, unit: Unit, s_norms: set[str]) -> bool:
     """Whether a source sentence that states ``unit`` also states another value of the summary
     sentence (or ``unit`` stands alone there): the summary merged sentences, it did not swap."""
     homes = [src for src in evidence.sentences if unit.norm in salient.values(list(src.units))]
-    return not homes or any(({x.norm for x in src.units} - {unit.norm}) & s_norms for src in homes)
+    others = [{x.norm for x in src.units} - {unit.norm} for src in homes]
+    return not homes or any(rest & s_norms for rest in others)
 
 
 # -- the validator's checks -----------------------------------------------------------------------
