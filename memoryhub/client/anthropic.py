@@ -13,7 +13,7 @@ response recorded again changes nothing::
     response = anthropic.Anthropic().beta.messages.create(..., messages=messages, context_management=cm)
     record_anthropic_response(hub, "ticket-991", response, messages=messages, context_management=cm)
 
-Works on the ``anthropic`` package's ``BetaMessage`` (optional extra ``memoryhub[anthropic]``)
+Works on the ``anthropic`` package's ``BetaMessage`` (optional extra ``memoryhub-audit-client[anthropic]``)
 or on the same data as a dict. Nothing here imports ``anthropic``.
 """
 

@@ -3,9 +3,13 @@
 Register the console script ``memoryhub-hook`` as a ``PreCompact`` and ``PostCompact`` hook (and
 optionally ``SessionStart``/``Stop``) in ``.claude/settings.json``::
 
-    {"hooks": {"PreCompact": [{"hooks": [{"type": "command", "command": "memoryhub-hook"}]}],
-               "PostCompact": [{"hooks": [{"type": "command", "command": "memoryhub-hook"}]}],
-               "Stop": [{"hooks": [{"type": "command", "command": "memoryhub-hook"}]}]}}
+    {"hooks": {
+      "PreCompact":  [{"hooks": [{"type": "command", "command": "memoryhub-hook", "async": true, "timeout": 10}]}],
+      "PostCompact": [{"hooks": [{"type": "command", "command": "memoryhub-hook", "async": true, "timeout": 10}]}],
+      "Stop":        [{"hooks": [{"type": "command", "command": "memoryhub-hook", "async": true, "timeout": 10}]}]}}
+
+(as README's settings block: ``async`` so Claude Code never waits on the sync, ``timeout`` as a
+second bound beside the hook's own deadline).
 
 The hook reads its JSON from stdin (``session_id``, ``transcript_path``, ``hook_event_name``,
 ``trigger``) and the session transcript (JSONL, one entry per line) it points to, and:

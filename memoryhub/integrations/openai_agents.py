@@ -38,7 +38,7 @@ session no way to add items the model reads, so the caller does it)::
 
 An encrypted compaction is opaque: what it lost is unknown and nothing is handed back.
 
-Needs the ``openai-agents`` package (``pip install 'memoryhub[openai-agents]'``); no Django.
+Needs the ``openai-agents`` package (``pip install 'memoryhub-audit-client[openai-agents]'``); no Django.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ def python_blocks(text: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", text, re.S)
 
 
-LANGCHAIN = section("## LangChain agents (`memoryhub[langchain]`)")
+LANGCHAIN = section("## LangChain agents (`memoryhub-audit-client[langchain]`)")
 
 
 def test_the_readme_example_runs_as_written(live_server, alice, tmp_path, monkeypatch):
