@@ -56,7 +56,7 @@ cat <<MSG
   MemoryHub is running:  http://$HOST:$PORT/
   Log in as:             demo / demo-pass   (reviewer: rita / demo-pass, viewer: vic / demo-pass)
   API docs:              http://$HOST:$PORT/api/docs/
-  Demo API key:          see var/demo-api-key.txt
+  Demo API key:          see $VAR/demo-api-key.txt
 
   Press Ctrl-C to stop the web server and the worker.
 MSG
