@@ -46,10 +46,19 @@ U3 = ("user", "Thanks. Also refund order 9.")
 A3 = ("assistant", "Order 9 refunded.")
 
 
-def _genai_run(tracer) -> None:
+SUMMARY = "User needs order 7 refunded (was 401: expired token, fixed)."
+
+
+def _genai_run(tracer, compaction_form: str = "attribute") -> None:
     """An agent run as current GenAI instrumentations emit it: the conversation id only on the
     ``invoke_agent`` span; each chat span re-sends the whole history in gen_ai.input.messages;
-    the third call ran on a compacted history."""
+    the third call ran on a compacted history, said by the span's attributes or by a span event
+    ``gen_ai.compaction`` (``compaction_form``)."""
+    said = (
+        {"gen_ai.conversation.compacted": True, "gen_ai.compaction.summary": SUMMARY}
+        if compaction_form == "attribute"
+        else {}
+    )
     with tracer.start_as_current_span(
         "invoke_agent support-bot",
         attributes={
@@ -99,20 +108,21 @@ def _genai_run(tracer) -> None:
             attributes={
                 **chat,
                 "gen_ai.usage.input_tokens": 120,
-                "gen_ai.conversation.compacted": True,
-                "gen_ai.compaction.summary": "User needs order 7 refunded (was 401: expired token, fixed).",
+                **said,
                 "gen_ai.input.messages": _messages(SYSTEM, U3),
                 "gen_ai.output.messages": _messages(A3),
             },
-        ):
-            pass
+        ) as span:
+            if compaction_form == "event":
+                span.add_event("gen_ai.compaction", {"gen_ai.compaction.summary": SUMMARY})
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("compaction_form", ["attribute", "event"])
 @pytest.mark.parametrize("processor", sorted(PROCESSORS))
-def test_genai_run_through_the_sdk(live_server, alice, processor):
+def test_genai_run_through_the_sdk(live_server, alice, processor, compaction_form):
     provider = _provider(live_server, alice, processor)
-    _genai_run(provider.get_tracer("t"))
+    _genai_run(provider.get_tracer("t"), compaction_form)
     provider.shutdown()
 
     wf = Workflow.objects.get(external_id="conv-genai")
