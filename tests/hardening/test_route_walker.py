@@ -29,6 +29,7 @@ import gzip
 import json
 import re
 import time
+import zlib
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -41,6 +42,7 @@ from django.test import Client
 from django.urls import resolve
 from django.urls.exceptions import Resolver404
 
+from memoryhub.core import inflate
 from tests.hardening.test_hostile_input import REJECTION_RECORDS, SCHEMA, SEED_WF, _bases, _body_properties
 from tests.hardening.world import REVIEW_WF
 from tests.helpers import url_routes
@@ -178,8 +180,15 @@ def _form_body(fields: list[tuple[str, str]]) -> bytes:
 
 
 def _bombs() -> list[tuple[str, bytes]]:
+    """A bomb in every content coding the server inflates (memoryhub.core.inflate.ENCODINGS)."""
     zeros = b"\0" * (24 * 1024 * 1024)  # 24 MiB inflated: three times the 8 MiB body limit
-    return [("gzip", gzip.compress(zeros, 9)), ("zstd", zstandard.ZstdCompressor(level=19).compress(zeros))]
+    compress = {
+        "gzip": lambda: gzip.compress(zeros, 9),
+        "deflate": lambda: zlib.compress(zeros, 9),
+        "zstd": lambda: zstandard.ZstdCompressor(level=19).compress(zeros),
+    }
+    assert set(compress) == set(inflate.ENCODINGS) - {"identity"}, "a coding the walker sends no bomb in"
+    return [(coding, make()) for coding, make in compress.items()]
 
 
 BOMBS = _bombs()
