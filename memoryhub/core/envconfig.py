@@ -18,7 +18,6 @@ Pure Python plus django-environ's URL parsing; no Django app code (settings load
 from __future__ import annotations
 
 import builtins
-import contextlib
 import ipaddress
 import os
 from collections.abc import Callable, Mapping
@@ -272,34 +271,26 @@ class Env:
         )
 
     def path(self, name: str, default: Path) -> Path:
-        """A directory MemoryHub writes to, created when missing: a set value that cannot be made
-        a writable directory stops the start (naming the variable), rather than the first write
-        failing later with the file's error alone ("unable to open database file")."""
+        """A directory MemoryHub writes to. Reading the settings creates nothing (whoever writes
+        there makes it: ``make demo``, the broker, the tests); a set value that can never be a
+        directory (a file in its way) stops the start naming the variable, rather than the first
+        write failing later with the file's error alone ("unable to open database file")."""
 
         def parse(raw: str) -> Path:
             path = Path(raw)
             if not path.is_absolute():
                 raise ValueError
-            try:
-                path.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise ValueError from exc
-            if not os.access(path, os.W_OK | os.X_OK):
+            existing = next(p for p in (path, *path.parents) if p.exists())
+            if not existing.is_dir():
                 raise ValueError
             return path
 
-        value = self.read(
+        return self.read(
             name,
             default,
-            Form("an absolute path of a directory MemoryHub can create and write", parse, "relative/dir"),
+            Form("an absolute path of a directory (or of one that can be made there)", parse, "relative/dir"),
             optional=True,
         )
-        if value == default:
-            # Unset: the default is made where it can be; a read-only checkout serving PostgreSQL
-            # never writes there, so failing here would stop a server that needs nothing of it.
-            with contextlib.suppress(OSError):
-                default.mkdir(parents=True, exist_ok=True)
-        return value
 
     def list(self, name: str, default: builtins.list[str], item: Form) -> builtins.list[str]:
         """Comma-separated; every item must be of the ``item`` form."""

@@ -170,15 +170,6 @@ def test_manage_check_refuses_to_start_with_a_host_name_among_the_channel_networ
     assert "hooks.example.com" in done.stderr
 
 
-def test_a_directory_setting_is_created_when_missing(tmp_path):
-    """MEMORYHUB_VAR_DIR pointing at a directory not made yet used to start, then fail at the
-    first write with SQLite's "unable to open database file", naming no setting."""
-    missing = tmp_path / "not" / "made" / "yet"
-    loaded = _load_settings(MEMORYHUB_VAR_DIR=str(missing))
-    assert loaded["VAR_DIR"] == missing
-    assert missing.is_dir()
-
-
 def test_a_directory_setting_that_cannot_be_made_stops_startup_naming_it(tmp_path):
     (tmp_path / "taken").write_text("a file where the directory would go")
     env = envconfig.Env({"MEMORYHUB_VAR_DIR": str(tmp_path / "taken" / "var")})
