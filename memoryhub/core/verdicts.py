@@ -246,9 +246,6 @@ class Evidence:
         parts = [p for p in unit.text.split("/") if p]
         if len(parts) > 1 and all(p in self.known_chunks for p in parts):
             return True
-        if unit.kind == "path":  # "a/migrations/0047.sql" of a diff, restated "migrations/0047.sql"
-            tail = "/" + unit.text.lstrip("./")
-            return any(k.kind == "path" and k.text.endswith(tail) for k in self.known_units)
         if unit.kind == "name":  # "Reviewer (Tomasz Wierzbicki)" restated "Reviewer Tomasz Wierzbicki"
             words = _NAME_WORD.findall(unit.text.casefold())
             return bool(words) and all(w in self._name_words for w in words)
@@ -926,8 +923,7 @@ def _at_home(evidence: Evidence, unit: Unit, s_norms: set[str]) -> bool:
     """Whether a source sentence that states ``unit`` also states another value of the summary
     sentence (or ``unit`` stands alone there): the summary merged sentences, it did not swap."""
     homes = [src for src in evidence.sentences if unit.norm in salient.values(list(src.units))]
-    others = [{x.norm for x in src.units} - {unit.norm} for src in homes]
-    return not homes or any(rest & s_norms for rest in others)
+    return not homes or any(({x.norm for x in src.units} - {unit.norm}) & s_norms for src in homes)
 
 
 # -- the validator's checks -----------------------------------------------------------------------
