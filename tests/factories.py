@@ -45,7 +45,9 @@ from memoryhub.models import (
     ConsumerTrace,
     LifecycleEvent,
     Summary,
+    Tenant,
     Workflow,
+    WorkflowSource,
 )
 from memoryhub.observe.alerting.services import create_channel, create_rule, update_rule
 from memoryhub.pipeline.jobs import idempotency_key, request_compaction, run_job
@@ -564,4 +566,33 @@ def judged_by(workflow: Workflow, validator: str) -> None:
 
     save_policy(
         workflow.tenant, {"quality": {"validator": validator}}, WORKER, workflow=workflow, partial=True
+    )
+
+
+def observed_kept_and_lost(tenant: Tenant, external_id: str):
+    """A framework session (Claude Code) with two observed compactions: one keeps what it covers
+    (passes its validator run), one does not (fails it, unwaived, and is active only by the
+    observer's waiver, as the framework reads it). Returns both observations."""
+    from memoryhub.memory.observed import record_observed_compaction
+
+    wf = make_workflow(tenant, external_id, source=WorkflowSource.CLAUDE_CODE)
+    append(
+        wf,
+        [{"kind": "message", "role": "user", "content": "the API returns 401 Unauthorized"}]
+        + [{"kind": "message", "role": "user", "content": f"turn {i} about payments"} for i in range(2, 7)],
+    )
+    texts = {
+        "keeps": (3, "The API returns 401 Unauthorized; turns 2 and 3 were about payments."),
+        "loses": (6, "We talked."),
+    }
+    return tuple(
+        record_observed_compaction(
+            wf,
+            covers_to_seq=upto,
+            text=text,
+            compactor={"name": "claude-code"},
+            observation_id=oid,
+            actor=WORKER,
+        )
+        for oid, (upto, text) in texts.items()
     )

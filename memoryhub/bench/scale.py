@@ -132,6 +132,32 @@ def pages(
     return results
 
 
+PAGE_RATIO_MAX = 3.0  # the pages' target in this benchmark (issue #31 asks 1.5 of the overview)
+
+
+def pages_again(rounds: int = 60, log: Log = print) -> dict[str, Any]:
+    """The pages part alone, on the dataset the newest ``bench scale`` run left in this database
+    (building it takes minutes; a change to a page is measured again in seconds)."""
+    from memoryhub.models import Tenant
+
+    tenant = Tenant.objects.filter(slug__startswith="bench-scale-").order_by("-slug").first()
+    if tenant is None:
+        raise RuntimeError("no scale dataset here: run `manage.py bench scale` first")
+    stamp = tenant.slug.removeprefix("bench-scale-")
+    empty = Tenant.objects.get(slug=f"bench-empty-{stamp}")
+    log(f"pages (in-process render) on the scale dataset of {stamp}:")
+    results = pages(
+        tenant,
+        empty,
+        Workflow.objects.get(tenant=tenant, external_id="hist-1m"),
+        Workflow.objects.get(tenant=empty, external_id="empty"),
+        max(10, rounds // 4),
+        log,
+        small_wf=Workflow.objects.get(tenant=tenant, external_id="hist-1k"),
+    )
+    return {"dataset": stamp, "pages": results, "page_ratio_max": PAGE_RATIO_MAX}
+
+
 def run(
     *, workflows: int = 10_000, big_events: int = 1_000_000, rounds: int = 60, log: Log = print
 ) -> dict[str, Any]:
@@ -166,7 +192,7 @@ def run(
     page_results = pages(tenant, empty, big, empty_wf, max(10, rounds // 4), log, small_wf=small)
     targets = {
         "hot_path_ratio_max": 1.3,
-        "page_ratio_max": 3.0,
+        "page_ratio_max": PAGE_RATIO_MAX,
         "context_vs_trivial_max": 2.0,
     }
     # The pathological pattern's promise is a time bound (the search budget), not flatness.

@@ -59,6 +59,10 @@ class CompactionJob(models.Model):
             models.Index(fields=["workflow", "-created_at"], name="memoryhub_job_wf_recent"),
             # Metrics: tenant's finished jobs in a window (compactions, cost, latency).
             models.Index(fields=["tenant", "finished_at"], name="memoryhub_job_tenant_finished"),
+            # The overview's acceptance rate counts the window's failed jobs apart (few of them).
+            models.Index(
+                fields=["tenant", "finished_at"], condition=Q(status="FAILED"), name="memoryhub_job_failed"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -136,6 +136,14 @@ class ValidationRecord(PurgeablePayloadMixin, models.Model):
         indexes = [
             # Metrics/alerts: validation failures and failure rate in a time window.
             models.Index(fields=["created_at"], name="memoryhub_vr_created"),
+            # A summary's latest record (the review inbox reads it per waiting summary) without a sort.
+            models.Index(fields=["summary", "-created_at", "-id"], name="memoryhub_vr_latest"),
+            # Failed runs nobody waived: the overview's acceptance rate looks for the few of them.
+            models.Index(
+                fields=["summary"],
+                condition=Q(passed=False, waived_by=""),
+                name="memoryhub_vr_failed_unwaived",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -157,11 +157,11 @@ class Slots:
         # A minute holds at most one 5-minute rollup: step by the rollup bucket there.
         return max(timedelta(seconds=metrics.UNIT_SECONDS[self.window.trunc]), metrics.ROLLUP_BUCKET)
 
-    @property
+    @cached_property  # read once per slot by covered()
     def unit_floor(self) -> datetime:
         return max(self.since, metrics.bucket_floor(self.now, self.unit))
 
-    @property
+    @cached_property
     def bucket_floor(self) -> datetime:
         return metrics.bucket_floor(self.now, metrics.ROLLUP_BUCKET)
 
@@ -321,10 +321,11 @@ def overview_series(tenant: Tenant, window: Window, now: datetime) -> OverviewSe
     per_bucket, _approx = acceptance(
         tenant, window, starts, slots, rolled[SIGNALS["compaction"].metric], rolled[ACCEPTANCE_METRIC]
     )
-    # The headline rate is the metric itself over the window (one aggregate over the window's
-    # jobs): the rollups keep a rate, not its tallies, and a summary quarantined after its bucket
-    # was rolled up would leave a mean of old rates disagreeing with the alert and the API.
-    total = metrics.compute(tenant, ACCEPTANCE_METRIC, since=starts[0], until=now)
+    # The headline rate is the metric itself over the window, not a mean of rolled-up rates: a
+    # summary quarantined after its bucket was rolled up would leave that disagreeing with the
+    # alert and the API. Its succeeded jobs are the compactions counted above; only the few jobs
+    # not accepted are counted live.
+    total = metrics.acceptance_given_succeeded(tenant, starts[0], now, sum(counts["compaction"]))
     return OverviewSeries(starts, counts, per_bucket, total, source_counts(tenant, slots, rolled))
 
 

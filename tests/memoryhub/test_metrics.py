@@ -437,31 +437,8 @@ def test_a_framework_summary_that_failed_validation_is_not_accepted(tenant):
     """The observer waives a framework summary's failed checks so the pointer shows what the
     framework reads; that is not acceptance: the overview said "acceptance 100%" beside the same
     window's validation failures."""
-    from memoryhub.memory.observed import record_observed_compaction
-    from memoryhub.models import WorkflowSource
-
-    wf = make_workflow(tenant, "sess-a", source=WorkflowSource.CLAUDE_CODE)
-    f.append(
-        wf,
-        [{"kind": "message", "role": "user", "content": "the API returns 401 Unauthorized"}]
-        + [{"kind": "message", "role": "user", "content": f"turn {i} about payments"} for i in range(2, 7)],
-    )
-    texts = {
-        "keeps": (3, "The API returns 401 Unauthorized; turns 2 and 3 were about payments."),
-        "loses": (6, "We talked."),
-    }
     with frozen(T0 - timedelta(minutes=10)):
-        kept, lost = (
-            record_observed_compaction(
-                wf,
-                covers_to_seq=upto,
-                text=text,
-                compactor={"name": "claude-code"},
-                observation_id=oid,
-                actor=f.WORKER,
-            )
-            for oid, (upto, text) in texts.items()
-        )
+        kept, lost = f.observed_kept_and_lost(tenant, "sess-a")
     assert kept.validation == "passed" and lost.validation == "failed"
     assert lost.summary.status == "ACTIVE"  # the framework reads it: active by the observer's waiver
     with frozen(T0):

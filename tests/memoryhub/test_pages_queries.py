@@ -28,8 +28,9 @@ pytestmark = pytest.mark.django_db
 # review inbox and firing alerts — then the page itself).
 # detail: +4 for the compaction-quality section (policy, summary contents, events, token estimates).
 # summary: +2 for the rules-6 retention table and the observed-compaction validation result.
-# numbers: +1, the acceptance rate is the metric's one aggregate over the window (not rolled-up rates).
-MAX_QUERIES = {"overview": 40, "numbers": 17, "charts": 30, "list": 10, "detail": 24, "summary": 18}
+# numbers: +3, the acceptance rate is the metric over the window, its jobs not accepted counted
+# through three indexed queries (one aggregate over every job of a busy week took 120 ms).
+MAX_QUERIES = {"overview": 40, "numbers": 19, "charts": 30, "list": 10, "detail": 24, "summary": 18}
 
 
 def grow(tenant, story, n: int) -> None:
