@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+from django.conf import settings
 
 from memoryhub.accounts.tenancy import issue_api_key
 from memoryhub.bench import activation
@@ -63,7 +64,11 @@ def run(rounds: int = 200, events: int = 200, log: Callable[[str], None] = print
     summaries = pool[workflow.pk]
     secret = issue_api_key(workflow.tenant, f"bench-http-{time.monotonic_ns()}").secret
     lifecycle.activate(summaries.pop(), workflow.active_revision, Actor.system("bench-http"))
-    log(f"http: {rounds} rounds of trigger, context read, activation on a {events}-event workflow")
+    cache = settings.CACHES["default"]["BACKEND"].rsplit(".", 1)[-1]
+    log(
+        f"http: {rounds} rounds of trigger, context read, activation on a {events}-event workflow "
+        f"(shared cache: {cache}; REDIS_CACHE_URL picks Redis)"
+    )
     in_process = _in_process(workflow, [summaries.pop() for _ in range(rounds)], rounds)
 
     wf = workflow.external_id
@@ -129,6 +134,7 @@ def run(rounds: int = 200, events: int = 200, log: Callable[[str], None] = print
     log("  in process: " + ", ".join(f"{k} p50 {v} ms" for k, v in in_process.items()))
     return {
         "rounds": rounds,
+        "cache": cache,
         "http_p50_ms": http["persistent"],
         "http_conn_max_age_0_p50_ms": http["conn_max_age_0"],
         "in_process_p50_ms": in_process,

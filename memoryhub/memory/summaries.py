@@ -390,14 +390,13 @@ def create_summary(
 
 def get_summary(tenant: Tenant, summary_id: str) -> Summary:
     """The tenant's summary by public id, or 404 (another tenant's summary is indistinguishable from none)."""
-    summary = (
-        Summary.objects.filter(tenant=tenant, summary_id=summary_id)
-        .select_related("workflow", "job", "purged_by")
-        .first()
-    )
-    if summary is None:
-        raise NotFound(f"summary {summary_id!r} not found", code="summary_not_found")
-    return summary
+    # summary_id is unique: .get() needs no ORDER BY (every review action starts here).
+    try:
+        return Summary.objects.select_related("workflow", "job", "purged_by").get(
+            tenant=tenant, summary_id=summary_id
+        )
+    except Summary.DoesNotExist:
+        raise NotFound(f"summary {summary_id!r} not found", code="summary_not_found") from None
 
 
 def summary_content(summary: Summary) -> dict[str, Any]:

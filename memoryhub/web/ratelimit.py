@@ -26,10 +26,12 @@ def parse_rate(rate: str) -> tuple[int, int]:
 def take(budget_key: str, limit: int, window: int) -> int | None:
     """Claim one attempt of a budget; None if granted, else seconds until it may be retried."""
     now = time.time()
-    locked_until = cache.get(f"{budget_key}:locked")
+    # One round trip for both reads (a review action pays this on every call).
+    state = cache.get_many([f"{budget_key}:locked", f"{budget_key}:next"])
+    locked_until = state.get(f"{budget_key}:locked")
     if locked_until is not None and locked_until > now:
         return max(1, int(locked_until - now + 0.999))
-    start = cache.get(f"{budget_key}:next", 1)
+    start = state.get(f"{budget_key}:next", 1)
     for i in range(limit):
         slot = (start - 1 + i) % limit + 1
         if cache.add(f"{budget_key}:{slot}", 1, timeout=window):
