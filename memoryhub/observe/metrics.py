@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 from django.conf import settings
 from django.db import connection
@@ -380,36 +380,41 @@ def _workflows(tenant: Tenant, scope: Scope) -> QuerySet:
     return _scoped(Workflow.objects.filter(tenant=tenant), scope, path="")
 
 
-def _active_summary_age_seconds(
-    tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
-) -> float | None:
+# Gauges that are one aggregate over the tenant's workflows, as (aggregate, its value from the
+# aggregate's result and the moment): computed one at a time through _COMPUTERS, or all at once by
+# workflow_gauges() (the overview's current bucket: one query instead of four).
+def _age_seconds(oldest: Any, now: datetime) -> float | None:
+    return None if oldest is None else max(0.0, (now - oldest).total_seconds())
+
+
+WORKFLOW_GAUGES: dict[str, tuple[Any, Callable[[Any, datetime], float | None]]] = {
     # activated_at is set with the pointer (lifecycle._move_pointer), so no join to the summary.
-    oldest = (
-        _workflows(tenant, scope).filter(active_summary__isnull=False).aggregate(v=Min("activated_at"))["v"]
-    )
-    if oldest is None:
-        return None
-    return max(0.0, ((until or timezone.now()) - oldest).total_seconds())
-
-
-def _active_summary_age_events(
-    tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
-) -> float | None:
+    "active_summary_age_seconds": (Min("activated_at", filter=Q(active_summary__isnull=False)), _age_seconds),
     # With an active summary, tail_events = head_seq − its watermark (maintained at activation/append).
-    qs = _workflows(tenant, scope).filter(active_summary__isnull=False)
-    return _float(qs.aggregate(v=Max("tail_events"))["v"])
+    "active_summary_age_events": (
+        Max("tail_events", filter=Q(active_summary__isnull=False)),
+        lambda v, _now: _float(v),
+    ),
+    "tail_events": (Max("tail_events"), lambda v, _now: _float(v)),
+    "tail_tokens": (Max("tail_tokens"), lambda v, _now: _float(v)),
+}
 
 
-def _tail_events(
-    tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
-) -> float | None:
-    return _float(_workflows(tenant, scope).aggregate(v=Max("tail_events"))["v"])
+def workflow_gauges(
+    tenant: Tenant, names: Iterable[str], now: datetime | None = None, scope: Scope = ALL
+) -> dict[str, float | None]:
+    """These WORKFLOW_GAUGES now, in one aggregate query."""
+    now = now or timezone.now()
+    wanted = {name: WORKFLOW_GAUGES[name] for name in names}
+    found = _workflows(tenant, scope).aggregate(**{name: agg for name, (agg, _v) in wanted.items()})
+    return {name: value(found[name], now) for name, (_agg, value) in wanted.items()}
 
 
-def _tail_tokens(
-    tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope
-) -> float | None:
-    return _float(_workflows(tenant, scope).aggregate(v=Max("tail_tokens"))["v"])
+def _workflow_gauge(name: str) -> MetricFunction:
+    def gauge(tenant: Tenant, since: datetime | None, until: datetime | None, scope: Scope) -> float | None:
+        return workflow_gauges(tenant, [name], until, scope)[name]
+
+    return gauge
 
 
 def _tail_budget_fraction(
@@ -625,10 +630,10 @@ def _quality_regressions(
 
 _COMPUTERS: dict[str, MetricFunction] = {
     "summary_versions": SUMMARY_VERSIONS,
-    "active_summary_age_seconds": _active_summary_age_seconds,
-    "active_summary_age_events": _active_summary_age_events,
-    "tail_events": _tail_events,
-    "tail_tokens": _tail_tokens,
+    "active_summary_age_seconds": _workflow_gauge("active_summary_age_seconds"),
+    "active_summary_age_events": _workflow_gauge("active_summary_age_events"),
+    "tail_events": _workflow_gauge("tail_events"),
+    "tail_tokens": _workflow_gauge("tail_tokens"),
     "tail_budget_fraction": _tail_budget_fraction,
     "stale_activation_attempts": STALE_ATTEMPTS,
     "validation_failures": VALIDATION_FAILURES,
@@ -820,6 +825,9 @@ def _combine(kind: str, values: list[float]) -> float:
     return float(sum(values) / len(values))
 
 
+_LIVE = object()  # series(): compute the current bucket's value
+
+
 def series(
     tenant: Tenant,
     metric: str,
@@ -827,28 +835,35 @@ def series(
     bucket: timedelta = ROLLUP_BUCKET,
     *,
     now: datetime | None = None,
+    current: float | None | object = _LIVE,
 ) -> list[tuple[datetime, float | None]]:
     """``[(bucket_start, value)]`` from ``since`` to now: past buckets from the MetricSample
     rollups (buckets the rollup never wrote are left out), the current bucket computed live.
 
-    ``bucket`` must be a whole multiple of the 5-minute rollup bucket.
+    ``bucket`` must be a whole multiple of the 5-minute rollup bucket. ``current``: the current
+    bucket's value when the caller has it already (workflow_gauges reads several in one query).
     """
     definition = METRICS[metric]
     if bucket < ROLLUP_BUCKET or bucket.total_seconds() % ROLLUP_BUCKET.total_seconds():
         raise ValueError("bucket must be a whole multiple of 5 minutes")
     now = now or timezone.now()
     first = bucket_floor(since, bucket)
-    current = bucket_floor(now, bucket)
+    current_start = bucket_floor(now, bucket)
     grouped: dict[datetime, list[float]] = {}
     samples = MetricSample.objects.filter(
-        tenant=tenant, workflow__isnull=True, metric=metric, bucket_start__gte=first, bucket_start__lt=current
+        tenant=tenant,
+        workflow__isnull=True,
+        metric=metric,
+        bucket_start__gte=first,
+        bucket_start__lt=current_start,
     ).values_list("bucket_start", "value")
     for start, value in samples:
         grouped.setdefault(bucket_floor(start, bucket), []).append(value)
     points: list[tuple[datetime, float | None]] = [
         (start, _combine(definition.kind, values)) for start, values in sorted(grouped.items())
     ]
-    points.append((current, compute(tenant, metric, since=current, until=None)))
+    live = compute(tenant, metric, since=current_start, until=None) if current is _LIVE else current
+    points.append((current_start, cast(float | None, live)))
     return points
 
 

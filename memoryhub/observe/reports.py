@@ -427,11 +427,18 @@ def source_rows(tenant: Tenant, per_source: dict[str, dict[str, int]]) -> list[S
 
 
 def gauge_series(
-    tenant: Tenant, metric: str, window: Window, now: datetime, *, scale: float = 1.0
+    tenant: Tenant,
+    metric: str,
+    window: Window,
+    now: datetime,
+    *,
+    scale: float = 1.0,
+    current: dict[str, float | None] | None = None,
 ) -> tuple[list[datetime], list[float | None]]:
-    """A gauge per bucket: the past from memoryhub.observe.metrics rollups, the current bucket live.
-    Buckets without a rollup are gaps, not zeros."""
-    points = metrics.series(tenant, metric, window.since(now), window.bucket, now=now)
+    """A gauge per bucket: the past from memoryhub.observe.metrics rollups, the current bucket live
+    (``current``: {metric: value now} when read already). Buckets without a rollup are gaps, not zeros."""
+    now_value = {"current": current[metric]} if current is not None else {}
+    points = metrics.series(tenant, metric, window.since(now), window.bucket, now=now, **now_value)
     return [p[0] for p in points], [None if p[1] is None else p[1] * scale for p in points]
 
 
@@ -470,14 +477,13 @@ def overview_charts(
     tenant: Tenant, window: Window, now: datetime, series: OverviewSeries | None = None
 ) -> OverviewCharts:
     series = series or overview_series(tenant, window, now)
+    names = ("active_summary_age_seconds", "active_summary_age_events", "tail_tokens", "tail_events")
+    current = metrics.workflow_gauges(tenant, names, now)  # the four values now: one query
     gauges = {
-        "active_summary_age_seconds": gauge_series(
-            tenant, "active_summary_age_seconds", window, now, scale=1 / 3600
-        ),
-        **{
-            name: gauge_series(tenant, name, window, now)
-            for name in ("active_summary_age_events", "tail_tokens", "tail_events")
-        },
+        name: gauge_series(
+            tenant, name, window, now, scale=1 / 3600 if name.endswith("_seconds") else 1.0, current=current
+        )
+        for name in names
     }
     aged = (
         Workflow.objects.filter(tenant=tenant, active_summary__isnull=False, activated_at__isnull=False)

@@ -116,6 +116,10 @@ def test_gauges_read_running_totals_and_respect_the_workflow_prefix(tenant):
         assert value(tenant, "active_summary_age_seconds", prefix="ship") is None
         # Seed budget 18,000 tokens: 9,000 tail tokens is half of it.
         assert value(tenant, "tail_budget_fraction") == pytest.approx(0.5)
+        # The overview reads all four at once (one query): the same values as one by one.
+        together = metrics.workflow_gauges(tenant, metrics.WORKFLOW_GAUGES, T0)
+        assert together == {name: value(tenant, name) for name in metrics.WORKFLOW_GAUGES}
+        assert together["active_summary_age_seconds"] == 7200
 
 
 def test_tail_budget_fraction_uses_the_workflow_override_then_the_tenant_default(tenant):
