@@ -19,6 +19,7 @@
 
   // --- charts -----------------------------------------------------------------------------
   function chartMessage(el, text, cls) {
+    delete el.dataset.pending;
     el.innerHTML = "";
     const p = document.createElement("div");
     p.className = cls;
@@ -27,9 +28,12 @@
   }
 
   // Charts are drawn one at a time, each in its own task, so the page is usable before the last one is
-  // drawn; each shows its "Loading…" placeholder until then.
+  // drawn; each shows its "Loading…" placeholder until then. A chart already drawn keeps
+  // data-drawn while it is redrawn with new data; data-pending says that redraw has not landed
+  // yet (until then its layout is the new figure's, before Plotly restores the user's zoom).
   window.MemoryHub.drawCharts = function (root, done) {
     const queue = Array.prototype.slice.call((root || document).querySelectorAll("[data-figure]"));
+    queue.forEach(function (el) { if (el.dataset.drawn === "1") el.dataset.pending = "1"; });
     (function next() {
       const el = queue.shift();
       if (!el) {
@@ -138,10 +142,27 @@
 
   function afterDraw(el, fig) {
     el.dataset.drawn = "1";
+    delete el.dataset.pending;
     // Plotly puts interactive layers inside: the chart is a labelled group, not an image.
     if (el.getAttribute("role") === "img") el.setAttribute("role", "group");
     untabModebar(el);
     dataTable(el, fig);
+  }
+
+  // Which axes the user zoomed or panned (Plotly reports "xaxis.range[0]"…), and which they reset:
+  // a double-click emits plotly_doubleclick, then the reset's own ranges (or "autorange"), which
+  // are no zoom. A refresh keeps exactly the zoomed ones.
+  function trackZoom(el) {
+    el.__zoomed = {};
+    el.on("plotly_doubleclick", function () { el.__resetting = true; });
+    el.on("plotly_relayout", function (change) {
+      const reset = el.__resetting === true;
+      el.__resetting = false;
+      Object.keys(change || {}).forEach(function (key) {
+        const m = /^([xy]axis\d*)\.(range|autorange)/.exec(key);
+        if (m) el.__zoomed[m[1]] = !reset && m[2] === "range";
+      });
+    });
   }
 
   function drawChart(el) {
@@ -156,8 +177,22 @@
       chartMessage(el, "This chart's data could not be read.", "chart-error");
       return;
     }
-    // Redrawn after a refresh: update in place, keeping the user's zoom (uirevision).
+    // Redrawn after a refresh: update in place, keeping what the user set (uirevision: legend
+    // toggles and the like). Axis ranges are ours to keep: a window that ends "now" moves on every
+    // refresh, and Plotly would either drop a zoom for the new range or, after a double-click
+    // reset, keep the old window for good. So each redraw applies the new figure's ranges (a new
+    // axis uirevision), except on the axes the user zoomed or panned, which keep theirs.
     if (el.dataset.drawn === "1" && el.classList.contains("js-plotly-plot")) {
+      el.__draws = (el.__draws || 0) + 1;
+      Object.keys(fig.layout).concat(["xaxis", "yaxis"]).forEach(function (axis) {
+        if (!/^[xy]axis\d*$/.test(axis)) return;
+        const current = el.layout && el.layout[axis];
+        const kept = (el.__zoomed || {})[axis] && current && current.range;
+        fig.layout[axis] = Object.assign(
+          {}, fig.layout[axis], { uirevision: el.__draws },
+          kept ? { range: current.range.slice(), autorange: false } : {}
+        );
+      });
       window.Plotly.react(el, fig.data, fig.layout, PLOT_CONFIG)
         .then(function () { afterDraw(el, fig); })
         .catch(function () { chartMessage(el, "This chart could not be drawn.", "chart-error"); });
@@ -167,6 +202,7 @@
     window.Plotly.newPlot(el, fig.data, fig.layout, PLOT_CONFIG)
       .then(function () {
         afterDraw(el, fig);
+        trackZoom(el);
         if (el.dataset.drilldown) {
           el.on("plotly_click", function (ev) {
             const p = ev.points && ev.points[0];

@@ -24,7 +24,22 @@ def demo(demo_db):
 
 def drawn(page) -> None:
     page.wait_for_function(
-        "[...document.querySelectorAll('[data-figure]')].every(e => e.dataset.drawn === '1')", timeout=20_000
+        "[...document.querySelectorAll('[data-figure]')].every(e => e.dataset.drawn === '1' && !e.dataset.pending)",
+        timeout=20_000,
+    )
+
+
+def force_refresh(page) -> None:
+    """The charts fragment's refresh now (what the timer does), waited for until it lands."""
+    page.evaluate(
+        """() => new Promise(done => {
+            const wrap = document.querySelector('[data-refresh-url] #chart-compaction').closest('[data-refresh-url]');
+            const seen = new MutationObserver(() => {
+              if (!wrap.classList.contains('refreshing')) { seen.disconnect(); done(); }
+            });
+            seen.observe(wrap, {attributes: true, attributeFilter: ['class']});
+            document.dispatchEvent(new Event('visibilitychange'));
+        })"""
     )
 
 
@@ -45,17 +60,7 @@ def test_chart_zoom_survives_the_periodic_refresh(page, live_server, login, shoo
     page.mouse.up()
     zoomed = page.evaluate("document.getElementById('chart-compaction').layout.xaxis.range.slice()")
     assert zoomed != before
-    # Force the charts fragment's refresh now (what the timer does), and wait for it to land.
-    page.evaluate(
-        """() => new Promise(done => {
-            const wrap = document.querySelector('[data-refresh-url] #chart-compaction').closest('[data-refresh-url]');
-            const seen = new MutationObserver(() => {
-              if (!wrap.classList.contains('refreshing')) { seen.disconnect(); done(); }
-            });
-            seen.observe(wrap, {attributes: true, attributeFilter: ['class']});
-            document.dispatchEvent(new Event('visibilitychange'));
-        })"""
-    )
+    force_refresh(page)
     drawn(page)
     after = page.evaluate(
         "() => { const el = document.getElementById('chart-compaction');"
@@ -65,6 +70,15 @@ def test_chart_zoom_survives_the_periodic_refresh(page, live_server, login, shoo
     assert after["rev"] == "chart-compaction"
     assert after["range"] == zoomed
     shoot("overview-zoom-kept")
+    # A double-click resets the zoom: the next refresh shows the window again, not the old zoom.
+    chart.locator(".nsewdrag").first.dblclick(position={"x": drag["width"] * 0.5, "y": drag["height"] * 0.5})
+    force_refresh(page)
+    drawn(page)
+    reset = page.evaluate(
+        "() => { const el = document.getElementById('chart-compaction');"
+        " return {range: el.layout.xaxis.range.slice(), window: JSON.parse(el.dataset.figure).layout.xaxis.range}; }"
+    )
+    assert reset["range"] == reset["window"] != zoomed
     assert page.js_errors == []
 
 
