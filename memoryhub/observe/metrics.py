@@ -825,7 +825,7 @@ def _combine(kind: str, values: list[float]) -> float:
     return float(sum(values) / len(values))
 
 
-_LIVE = object()  # series(): compute the current bucket's value
+LIVE = object()  # series(current=LIVE): compute the current bucket's value
 
 
 def series(
@@ -835,7 +835,7 @@ def series(
     bucket: timedelta = ROLLUP_BUCKET,
     *,
     now: datetime | None = None,
-    current: float | None | object = _LIVE,
+    current: float | None | object = LIVE,
 ) -> list[tuple[datetime, float | None]]:
     """``[(bucket_start, value)]`` from ``since`` to now: past buckets from the MetricSample
     rollups (buckets the rollup never wrote are left out), the current bucket computed live.
@@ -862,7 +862,7 @@ def series(
     points: list[tuple[datetime, float | None]] = [
         (start, _combine(definition.kind, values)) for start, values in sorted(grouped.items())
     ]
-    live = compute(tenant, metric, since=current_start, until=None) if current is _LIVE else current
+    live = compute(tenant, metric, since=current_start, until=None) if current is LIVE else current
     points.append((current_start, cast(float | None, live)))
     return points
 

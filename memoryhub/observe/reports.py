@@ -432,13 +432,12 @@ def gauge_series(
     window: Window,
     now: datetime,
     *,
+    current: float | None | object = metrics.LIVE,
     scale: float = 1.0,
-    current: dict[str, float | None] | None = None,
 ) -> tuple[list[datetime], list[float | None]]:
-    """A gauge per bucket: the past from memoryhub.observe.metrics rollups, the current bucket live
-    (``current``: {metric: value now} when read already). Buckets without a rollup are gaps, not zeros."""
-    now_value = {"current": current[metric]} if current is not None else {}
-    points = metrics.series(tenant, metric, window.since(now), window.bucket, now=now, **now_value)
+    """A gauge per bucket: the past from memoryhub.observe.metrics rollups, the current bucket
+    ``current`` (its value now, when read already) or live. Buckets without a rollup are gaps, not zeros."""
+    points = metrics.series(tenant, metric, window.since(now), window.bucket, now=now, current=current)
     return [p[0] for p in points], [None if p[1] is None else p[1] * scale for p in points]
 
 
@@ -477,13 +476,12 @@ def overview_charts(
     tenant: Tenant, window: Window, now: datetime, series: OverviewSeries | None = None
 ) -> OverviewCharts:
     series = series or overview_series(tenant, window, now)
-    names = ("active_summary_age_seconds", "active_summary_age_events", "tail_tokens", "tail_events")
-    current = metrics.workflow_gauges(tenant, names, now)  # the four values now: one query
+    now_values = metrics.workflow_gauges(tenant, metrics.WORKFLOW_GAUGES, now)  # all of them: one query
     gauges = {
         name: gauge_series(
-            tenant, name, window, now, scale=1 / 3600 if name.endswith("_seconds") else 1.0, current=current
+            tenant, name, window, now, current=value, scale=1 / 3600 if name.endswith("_seconds") else 1.0
         )
-        for name in names
+        for name, value in now_values.items()
     }
     aged = (
         Workflow.objects.filter(tenant=tenant, active_summary__isnull=False, activated_at__isnull=False)
