@@ -76,6 +76,7 @@ for model in (
     m.AlertEvent,
     m.Notification,
     m.MetricSample,
+    m.MetricHour,
     m.TokenEstimate,
     m.OtelSpan,
     m.OutboxMessage,

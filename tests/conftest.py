@@ -220,16 +220,41 @@ def loaded(demo_db) -> str:
     return demo_db.output
 
 
+def _uses_db(request) -> bool:
+    return bool({"db", "transactional_db", "live_server"} & set(request.fixturenames)) or (
+        request.node.get_closest_marker("django_db") is not None
+    )
+
+
 @pytest.fixture(autouse=True)
 def _fresh_cache(request):
     """Throttle counters live in the cache (a database table unless Redis is configured): every
     test that can reach the database starts with none."""
-    uses_db = {"db", "transactional_db", "live_server"} & set(request.fixturenames) or (
-        request.node.get_closest_marker("django_db") is not None
-    )
-    if uses_db:
+    if _uses_db(request):
         request.getfixturevalue("db")  # pytest-django picks transactional_db where the test asks for it
         from django.core.cache import cache
 
         cache.clear()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _kept_columns_agree(request, _fresh_cache):  # after the database is set up, so torn down before it
+    """Every test leaves the columns kept on the write path equal to what they stand for: each
+    compaction job's ``accepted`` (memoryhub.memory.acceptance.accepted_q) and each summary's
+    ``checks_failed`` (its newest validation record). The suite walks every write path there is,
+    so a path that changes a summary or a job and forgets one fails the day it is added."""
+    yield
+    if not _uses_db(request) or request.node.get_closest_marker("impossible_state"):
+        return
+    from memoryhub.memory import acceptance, lifecycle
+    from memoryhub.models import CompactionJob, Summary
+
+    jobs = list(
+        acceptance.stale(CompactionJob.objects.all()).values("pk", "status", "accepted", "summary__status")
+    )
+    assert not jobs, f"CompactionJob.accepted disagrees with acceptance.accepted_q: {jobs}"
+    summaries = list(
+        lifecycle.checks_failed_stale(Summary.objects.all()).values("pk", "status", "checks_failed")
+    )
+    assert not summaries, f"Summary.checks_failed disagrees with the newest validation record: {summaries}"

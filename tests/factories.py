@@ -32,7 +32,7 @@ from memoryhub.context.traces import record_artifact, record_trace
 from memoryhub.core import verdicts
 from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Conflict
-from memoryhub.memory import lifecycle
+from memoryhub.memory import acceptance, lifecycle
 from memoryhub.memory.events import append_events, parse_batch
 from memoryhub.memory.sources import source_events
 from memoryhub.memory.summaries import create_summary
@@ -367,7 +367,7 @@ def imported_job(
     now = timezone.now()
     finished = status in ("SUCCEEDED", "FAILED")
     end = finished_at if finished_at is not None else (now if finished else None)
-    return CompactionJob.objects.create(
+    job = CompactionJob.objects.create(
         tenant=workflow.tenant,
         workflow=workflow,
         source_revision=source_revision,
@@ -395,6 +395,9 @@ def imported_job(
             }
         ],
     )
+    acceptance.refresh(CompactionJob.objects.filter(pk=job.pk))  # as the job services do
+    job.refresh_from_db(fields=["accepted"])
+    return job
 
 
 def failed_job(workflow: Workflow) -> CompactionJob:

@@ -160,6 +160,7 @@ def summary_row(tenant_id: int, workflow_id: int, version: int, covers_to: int, 
         40,
         status,
         at,
+        status == "REJECTED",  # by its failed validation record (below)
     )
 
 
@@ -189,6 +190,7 @@ SUMMARY_COLUMNS = [
     "token_count",
     "status",
     "status_changed_at",
+    "checks_failed",
 ]
 
 
@@ -320,6 +322,7 @@ def build(
             "created_at",
             "started_at",
             "finished_at",
+            "accepted",
         ],
         (
             (
@@ -337,6 +340,7 @@ def build(
                 summary_at(w, v) - timedelta(seconds=2),
                 summary_at(w, v) - timedelta(seconds=1),
                 summary_at(w, v),
+                pk not in rejected,  # memoryhub.memory.acceptance.accepted_q of what is written here
             )
             for (w, v), pk in summary_ids.items()
         ),

@@ -11,7 +11,7 @@ from __future__ import annotations
 # table -> columns the app may UPDATE (None = no UPDATE at all). DELETE/TRUNCATE are revoked on all.
 APPEND_ONLY_TABLES: dict[str, list[str] | None] = {
     "memoryhub_event": ["content", "facts", "refs", "purged_at", "purge_id"],
-    "memoryhub_summary": ["status", "status_changed_at", "content", "purged_by_id"],
+    "memoryhub_summary": ["status", "status_changed_at", "checks_failed", "content", "purged_by_id"],
     "memoryhub_validationrecord": None,
     "memoryhub_lifecycleevent": None,
     # The sequencer sets these once on a pending entry (the trigger refuses any other change).

@@ -37,7 +37,7 @@ from memoryhub.core.actors import Actor
 from memoryhub.core.errors import Conflict
 from memoryhub.demo import observed_sources, scenario
 from memoryhub.demo.integrations import load_integration_workflows
-from memoryhub.memory import lifecycle
+from memoryhub.memory import acceptance, lifecycle
 from memoryhub.memory.events import append_events, parse_batch
 from memoryhub.memory.summaries import create_summary
 from memoryhub.memory.workflows import create_workflow, get_workflow
@@ -418,6 +418,7 @@ def _finish_job(job: CompactionJob, summary: Summary, outcome: str) -> None:
         finished_at=now,
         latency_ms=latency,
     )
+    acceptance.refresh_summary_jobs(summary.pk)
     job.refresh_from_db()
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
 from django.db import connection, transaction
-from django.db.models import Exists, Field, Max, Model, OuterRef, Q, Subquery
+from django.db.models import Exists, Field, Max, Model, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -58,6 +58,7 @@ from memoryhub.core.rows import (
     run_together,
     set_ids,
 )
+from memoryhub.memory import acceptance
 from memoryhub.memory.events import tokens_through
 from memoryhub.memory.sources import source_events
 from memoryhub.memory.validation import (
@@ -629,6 +630,8 @@ def _apply(
     before = summary.status
     if to_status is not None:
         _set_status(summary, to_status, now or timezone.now())
+    if action in (A.VALIDATE, A.WAIVE) or acceptance.changes_acceptance(before, summary.status):
+        acceptance.refresh_summary_jobs(summary.pk)  # a new record, or into/out of the accepted statuses
     return _log(
         wf,
         summary,
@@ -726,6 +729,29 @@ def _content_or_none(summary: Summary | None):
         return None
 
 
+def checks_failed_stale(summaries: QuerySet[Summary]) -> QuerySet[Summary]:
+    """The summaries among ``summaries`` whose ``checks_failed`` disagrees with their newest
+    validation record (tests/conftest.py asks it after every test of the suite)."""
+    newest_passed = Subquery(
+        ValidationRecord.objects.filter(summary=OuterRef("pk"))
+        .order_by("-created_at", "-id")
+        .values("passed")[:1]
+    )
+    return summaries.annotate(newest_passed=newest_passed).filter(
+        Q(checks_failed=True) & (Q(newest_passed=True) | Q(newest_passed__isnull=True))
+        | Q(checks_failed=False, newest_passed=False)
+    )
+
+
+def _record_validation(summary: Summary, **record: Any) -> ValidationRecord:
+    """Append a validation record; the summary's ``checks_failed`` follows the newest one."""
+    created = ValidationRecord.objects.create(summary=summary, **record)
+    if summary.checks_failed != (not created.passed):
+        summary.checks_failed = not created.passed
+        Summary.objects.filter(pk=summary.pk).update(checks_failed=summary.checks_failed)
+    return created
+
+
 def validate(summary: Summary, actor: Actor, *, outcome=None, validator: str | None = None) -> Summary:
     """CANDIDATE → VALIDATED (every check passed) or REJECTED, with a new ValidationRecord.
 
@@ -740,8 +766,8 @@ def validate(summary: Summary, actor: Actor, *, outcome=None, validator: str | N
     def body(wf: Workflow, s: Summary) -> Summary:
         _check_from(wf, s, A.VALIDATE, actor)
         result = outcome or run_validator(s, validator)  # it became a CANDIDATE meanwhile (a release)
-        ValidationRecord.objects.create(
-            summary=s,
+        _record_validation(
+            s,
             validator_version=result.validator_version,
             checks=result.checks,
             mandatory_coverage=result.mandatory_coverage,
@@ -848,8 +874,8 @@ def waive(summary: Summary, checks: Iterable[str], actor: Actor, reason: str | N
         except WaiverError as exc:
             # Bad input, not a state problem: 400 and nothing written.
             raise InvalidInput(str(exc), code="invalid_waiver") from exc
-        ValidationRecord.objects.create(
-            summary=s,
+        _record_validation(
+            s,
             validator_version=waived.validator_version,
             checks=waived.checks,
             mandatory_coverage=waived.mandatory_coverage,

@@ -39,7 +39,7 @@ from memoryhub.core.canonical import canonical_bytes, sha256_hex
 from memoryhub.core.checks import waivable
 from memoryhub.core.errors import Conflict, InvalidInput
 from memoryhub.core.opaque import opaque_content
-from memoryhub.memory import lifecycle, repair
+from memoryhub.memory import acceptance, lifecycle, repair
 from memoryhub.memory.summaries import COMPACTOR_FIELDS, create_summary, max_summary_bytes
 from memoryhub.models import CompactionJob, JobStatus, Summary, SummaryStatus, ValidationRecord, Workflow
 
@@ -387,6 +387,7 @@ def record_observed_compaction(
         tokens_out=summary.token_count,
         finished_at=timezone.now(),
     )
+    acceptance.refresh_summary_jobs(summary.pk)
     job.refresh_from_db()
     return ObservedResult(
         summary=summary,

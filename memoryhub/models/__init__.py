@@ -12,7 +12,7 @@ from .alerts import (
     Notification,
 )
 from .compaction import CompactionJob, JobStatus
-from .metrics import MetricSample
+from .metrics import MetricHour, MetricSample
 from .otel import OtelSpan, SpanMapping
 from .outbox import OutboxMessage
 from .quality import EstimateSource, TokenEstimate
@@ -51,6 +51,7 @@ __all__ = [
     "LifecycleEvent",
     "LifecycleResult",
     "Membership",
+    "MetricHour",
     "MetricSample",
     "Notification",
     "OtelSpan",

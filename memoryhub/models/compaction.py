@@ -49,6 +49,8 @@ class CompactionJob(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # memoryhub.memory.acceptance.accepted_q, kept as the summary's status and records change.
+    accepted = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -62,6 +64,12 @@ class CompactionJob(models.Model):
             # The overview's acceptance rate counts the window's failed jobs apart (few of them).
             models.Index(
                 fields=["tenant", "finished_at"], condition=Q(status="FAILED"), name="memoryhub_job_failed"
+            ),
+            # ... and its finished jobs that are not accepted (few of them, whatever the window holds).
+            models.Index(
+                fields=["tenant", "finished_at"],
+                condition=Q(status__in=["SUCCEEDED", "FAILED"], accepted=False),
+                name="memoryhub_job_unaccepted",
             ),
         ]
 

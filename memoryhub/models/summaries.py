@@ -27,7 +27,8 @@ class Summary(models.Model):
     """An immutable compacted view of events covers_from_seq..covers_to_seq (the watermark).
 
     Content is stored as canonical JSON text; content_hash = "sha256:" + hex of its UTF-8 bytes.
-    Only ``status`` (and the purge marker) may change after insert; database triggers enforce it.
+    Only ``status`` (with ``checks_failed``, and the purge marker) may change after insert; database
+    triggers enforce it.
     """
 
     # 1. identity
@@ -69,9 +70,13 @@ class Summary(models.Model):
     content_hash = models.CharField(max_length=71)
     storage_location = models.CharField(max_length=200, blank=True)
     token_count = models.PositiveIntegerField()
-    # 6. lifecycle status (the only mutable column, besides the purge marker)
+    # 6. lifecycle status (the only mutable columns, besides the purge marker)
     status = models.CharField(max_length=12, choices=SummaryStatus.choices, default=SummaryStatus.CANDIDATE)
     status_changed_at = models.DateTimeField(auto_now_add=True)
+    # The newest ValidationRecord's ``passed`` is False: written with each record (lifecycle.validate
+    # and .waive), so the review inbox counts its "failed checks" from an index, not by looking up
+    # the newest record of every rejected version a tenant ever had.
+    checks_failed = models.BooleanField(default=False)
     # Set when a purge removed events this summary covers: it must be re-derived, never served.
     purged_by = models.ForeignKey(
         "audit.Purge", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -103,6 +108,12 @@ class Summary(models.Model):
             models.Index(fields=["workflow", "status", "-version"], name="memoryhub_summary_wf_status"),
             # Overview metrics: validation failures / new versions per tenant over a window.
             models.Index(fields=["tenant", "status", "created_at"], name="memoryhub_summary_tenant_stat"),
+            # The review inbox's "failed checks" (audit.review.inbox_queryset).
+            models.Index(
+                fields=["tenant", "status_changed_at"],
+                condition=Q(status="REJECTED", checks_failed=True, purged_by__isnull=True),
+                name="memoryhub_summary_failed",
+            ),
         ]
 
     def __str__(self) -> str:

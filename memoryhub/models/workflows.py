@@ -79,6 +79,12 @@ class Workflow(models.Model):
         indexes = [
             # Workflow list / browser: tenant's workflows by recency (keyset pagination on updated_at, id).
             models.Index(fields=["tenant", "-updated_at", "-id"], name="memoryhub_wf_tenant_recent"),
+            # Overview: the oldest active summaries (activated_at changes only with the pointer).
+            models.Index(
+                fields=["tenant", "activated_at", "id"],
+                condition=Q(active_summary__isnull=False, activated_at__isnull=False),
+                name="memoryhub_wf_oldest_active",
+            ),
         ]
 
     def __str__(self) -> str:

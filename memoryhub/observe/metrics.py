@@ -28,14 +28,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, Protocol, cast
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import (
     Avg,
     Count,
     Exists,
     F,
     FloatField,
-    IntegerField,
     Max,
     Min,
     Model,
@@ -58,9 +57,9 @@ from memoryhub.models import (
     LifecycleAction,
     LifecycleEvent,
     LifecycleResult,
+    MetricHour,
     MetricSample,
     Summary,
-    SummaryStatus,
     Tenant,
     TokenEstimate,
     TraceFlag,
@@ -87,8 +86,6 @@ ROLLUP_BUCKET = timedelta(minutes=5)
 # How far back a rollup run fills buckets it missed (worker down), for window metrics.
 ROLLUP_BACKFILL_BUCKETS = 12
 DEFAULT_WINDOW = timedelta(hours=1)
-
-ACCEPTED_STATUSES = (SummaryStatus.VALIDATED, SummaryStatus.ACTIVE, SummaryStatus.SUPERSEDED)
 
 
 @dataclass(frozen=True)
@@ -471,18 +468,12 @@ NEEDING_REPAIR = FINISHED_JOBS.where(needed_repair_q)
 COMPACTIONS = FINISHED_JOBS.where(lambda: Q(status=JobStatus.SUCCEEDED))
 
 
-def accepted_q() -> Q:
-    """A finished compaction whose summary was accepted: validated, active or superseded, except a
-    framework's summary that failed its validator run and is active only by the observer's waiver
-    (memoryhub.memory.observed: "its failed checks stay on the record"). Counted as accepted, it
-    read "acceptance 100%" beside the same window's validation failures."""
-    failed_run = ValidationRecord.objects.filter(summary=OuterRef("summary"), passed=False, waived_by="")
-    observed = Q(idempotency_key__startswith="observed/")
-    return Q(summary__status__in=ACCEPTED_STATUSES) & ~(observed & Q(Exists(failed_run)))
-
-
+# The numerator is the job's ``accepted`` column: memoryhub.memory.acceptance keeps it equal to
+# acceptance.accepted_q (what "accepted" means) as summaries change, and tests/conftest.py holds
+# it equal after every test of the suite.
 ACCEPTANCE = Share(
-    FINISHED_JOBS.where(lambda: Q(status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED])), accepted_q
+    FINISHED_JOBS.where(lambda: Q(status__in=[JobStatus.SUCCEEDED, JobStatus.FAILED])),
+    lambda: Q(accepted=True),
 )
 
 
@@ -490,33 +481,24 @@ def acceptance_given_succeeded(
     tenant: Tenant, since: datetime, until: datetime, succeeded: int
 ) -> float | None:
     """``acceptance_rate`` over [since, until) when the window's succeeded compactions are already
-    counted (the overview has them from the rollups): it then counts only the jobs that are not
-    accepted, never the window's accepted ones (a busy week: 100k jobs, 120 ms to count).
-
-    The complement of accepted_q falls into three disjoint kinds, each found through an index:
-    a job without a summary; a summary in a status that is not accepted (driven from the
-    summaries, by the (tenant, status) index); an accepted-status summary of an observed job
-    whose validator run failed unwaived (driven from those runs). Failed jobs come from the
-    partial index of failed jobs. tests/memoryhub/test_acceptance_complement.py holds it equal
-    to the metric case by case."""
+    counted (the overview has them from the rollups): it then counts only the failed jobs and the
+    jobs that are not accepted, each a partial index, never the window's accepted ones (a busy
+    week: 100k jobs, 120 ms to count; tests/memoryhub/test_acceptance_complement.py holds it
+    equal to the metric case by case)."""
     jobs = ACCEPTANCE.rows.between(tenant, since, until).order_by()
-    is_failed, no_summary = Q(status=JobStatus.FAILED), Q(summary__isnull=True)
-    few = jobs.filter(is_failed | no_summary).aggregate(
-        failed=Count("pk", filter=is_failed), without_summary=Count("pk", filter=no_summary)
+    # Two counts, each of one partial index alone (index-only): as one aggregate over both (an
+    # OR) the database read every row of the second to tell them apart.
+    failed, unaccepted = jobs.filter(status=JobStatus.FAILED), jobs.filter(accepted=False)
+    counted = (
+        Tenant.objects.filter(pk=tenant.pk).values(failed=_count(failed), unaccepted=_count(unaccepted)).get()
     )
-    failed, without_summary = few["failed"], few["without_summary"]
-    per_summary = jobs.filter(summary=OuterRef("pk")).values("summary").annotate(n=Count("pk")).values("n")
-    unaccepted = Summary.objects.filter(
-        tenant=tenant, status__in=[s for s in SummaryStatus.values if s not in ACCEPTED_STATUSES]
-    ).aggregate(n=Sum(Coalesce(Subquery(per_summary, output_field=IntegerField()), 0)))["n"]
-    failed_runs = ValidationRecord.objects.filter(passed=False, waived_by="", summary__tenant=tenant)
-    unwaived = jobs.filter(
-        idempotency_key__startswith="observed/",
-        summary__status__in=ACCEPTED_STATUSES,
-        summary__in=failed_runs.values("summary"),
-    ).count()
-    total = succeeded + failed
-    return ratio(total - without_summary - (unaccepted or 0) - unwaived, total)
+    total = succeeded + counted["failed"]
+    return ratio(total - counted["unaccepted"], total)
+
+
+def _count(rows: QuerySet) -> Coalesce:
+    """COUNT(*) of ``rows`` (all of one tenant) as a scalar subquery."""
+    return Coalesce(Subquery(rows.values("tenant").annotate(n=Count("*")).values("n")), 0)  # index-only
 
 
 # action__in lets the (tenant, action, at) index serve every decision query.
@@ -876,9 +858,26 @@ def rolled_up(
     """The tenant-wide 5-minute samples of ``metrics`` in [since, until), added up per ``unit``
     (a database truncation unit: minute, hour or day) in one query: ``{metric: {unit_start:
     (sum, samples, mean)}}``. A counter's unit is fully rolled up when it has
-    ``unit_samples(unit)`` samples (the rollup writes a counter for every bucket it covers)."""
+    ``unit_samples(unit)`` samples (the rollup writes a counter for every bucket it covers).
+    Whole hours and days are read from the hours the rollup added up (MetricHour)."""
     found: dict[str, dict[datetime, tuple[float, int, float]]] = {name: {} for name in metrics}
-    rows = (
+    if unit in ("hour", "day") and since == bucket_floor(since, HOUR) and until == bucket_floor(until, HOUR):
+        hours = MetricHour.objects.filter(
+            tenant=tenant, metric__in=list(found), hour_start__gte=since, hour_start__lt=until
+        ).order_by()
+        if unit == "hour":
+            rows = hours.values_list("metric", "hour_start", "total", "samples")
+        else:
+            rows = (
+                hours.annotate(unit_start=Trunc("hour_start", unit, tzinfo=UTC))
+                .values("metric", "unit_start")
+                .annotate(sum_total=Sum("total"), sum_samples=Sum("samples"))
+                .values_list("metric", "unit_start", "sum_total", "sum_samples")
+            )
+        for name, start, total, samples in rows:
+            found[name][start] = (total, samples, total / samples)
+        return found
+    per_unit = (
         MetricSample.objects.filter(
             tenant=tenant,
             workflow__isnull=True,
@@ -892,9 +891,46 @@ def rolled_up(
         .order_by()
         .values_list("metric", "unit_start", "total", "samples", "mean")
     )
-    for name, start, total, samples, mean in rows:
-        found[name][start] = (total, samples, mean)
+    for name, start, total, count, mean in per_unit:
+        found[name][start] = (total, count, mean)
     return found
+
+
+HOUR = timedelta(hours=1)
+
+
+def add_up_hours(tenant: Tenant, starts: Iterable[datetime]) -> int:
+    """Add up again the tenant-wide samples of the hours that hold these 5-minute buckets
+    (MetricHour); how many hour rows were written. Samples are only ever added, never changed,
+    so an hour row added up after its last sample landed is the sum of them all."""
+    hours = {bucket_floor(start, HOUR) for start in starts}
+    if not hours:
+        return 0
+    added = (
+        MetricSample.objects.filter(
+            tenant=tenant,
+            workflow__isnull=True,
+            bucket_start__gte=min(hours),
+            bucket_start__lt=max(hours) + HOUR,
+        )
+        .annotate(hour=Trunc("bucket_start", "hour", tzinfo=UTC))
+        .values("metric", "hour")
+        .annotate(total=Sum("value"), samples=Count("pk"))
+        .order_by()
+        .values_list("metric", "hour", "total", "samples")
+    )
+    rows = [
+        MetricHour(tenant=tenant, metric=name, hour_start=hour, total=total, samples=samples)
+        for name, hour, total, samples in added
+        if hour in hours
+    ]
+    MetricHour.objects.bulk_create(
+        rows,
+        update_conflicts=True,
+        unique_fields=["tenant", "metric", "hour_start"],
+        update_fields=["total", "samples"],
+    )
+    return len(rows)
 
 
 def unit_samples(unit: str) -> int:
@@ -939,7 +975,13 @@ def rollup(
     missing = [start for start in _bucket_range(earliest, last) if (SOURCE_MARK, start) not in existing]
     if missing:
         rows += _source_samples(tenant, missing)
-    MetricSample.objects.bulk_create(rows, ignore_conflicts=True)
+    with transaction.atomic():
+        # One rollup of a tenant at a time from here (a row lock that lets rows referencing the
+        # tenant be written meanwhile): the hours are added up after every sample of a concurrent
+        # run has landed, never from half of them.
+        Tenant.objects.select_for_update(no_key=True).filter(pk=tenant.pk).exists()
+        MetricSample.objects.bulk_create(rows, ignore_conflicts=True)
+        add_up_hours(tenant, [row.bucket_start for row in rows])
     return len(rows)
 
 

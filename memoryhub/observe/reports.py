@@ -41,7 +41,7 @@ from memoryhub.models import (
 )
 from memoryhub.observe import metrics
 from memoryhub.observe.alerting.firing import delivery_summary
-from triggers.policy import over_budget_q
+from triggers.policy import over_budget_q, tenant_safe_budget
 
 # --------------------------------------------------------------------------------------------
 # Time windows
@@ -357,6 +357,47 @@ class SourceRow:
     needed_repair: int = 0  # observed compactions whose summary lost something (memoryhub.memory.repair)
 
 
+@dataclass(frozen=True)
+class WorkflowState:
+    """The tenant's workflows right now, from their running totals, in one pass over them: the
+    headline state, the WORKFLOW_GAUGES' current values and the workflows per source (three
+    scans of a 10k-workflow tenant before, each as long as the others)."""
+
+    state: dict[str, Any]
+    gauges: dict[str, float | None]
+    per_source: dict[str, int]
+
+
+def workflow_state(tenant: Tenant, budget: int, now: datetime) -> WorkflowState:
+    gauges = metrics.WORKFLOW_GAUGES
+    sources = {f"source_{i}": value for i, value in enumerate(WorkflowSource.values)}
+    found = Workflow.objects.filter(tenant=tenant).aggregate(
+        workflows=Count("pk"),
+        with_summary=Count("pk", filter=Q(active_summary__isnull=False)),
+        max_tail_events=Max("tail_events"),
+        tail_token_sum=Sum("tail_tokens"),
+        oldest_activation=Min("activated_at", filter=Q(active_summary__isnull=False)),
+        over_budget=Count("pk", filter=over_budget_q(budget)),
+        **{f"gauge_{name}": aggregate for name, (aggregate, _value) in gauges.items()},
+        **{key: Count("pk", filter=Q(source=value)) for key, value in sources.items()},
+    )
+    return WorkflowState(
+        state={key: found[key] for key in STATE_KEYS},
+        gauges={name: value(found[f"gauge_{name}"], now) for name, (_aggregate, value) in gauges.items()},
+        per_source={value: found[key] for key, value in sources.items() if found[key]},
+    )
+
+
+STATE_KEYS = (
+    "workflows",
+    "with_summary",
+    "max_tail_events",
+    "tail_token_sum",
+    "oldest_activation",
+    "over_budget",
+)
+
+
 @dataclass
 class OverviewNumbers:
     """Headline numbers: live state from running totals, and the window's counts."""
@@ -371,44 +412,36 @@ class OverviewNumbers:
 
 
 def overview_numbers(
-    tenant: Tenant, window: Window, now: datetime, budget: int, series: OverviewSeries | None = None
+    tenant: Tenant,
+    window: Window,
+    now: datetime,
+    budget: int,
+    series: OverviewSeries | None = None,
+    workflows: WorkflowState | None = None,
 ) -> OverviewNumbers:
     """The window's counts are the sums of the chart buckets (so a number always agrees with its
     chart); the review inbox's counts are audit.review's, in one statement."""
     series = series or overview_series(tenant, window, now)
-    state = Workflow.objects.filter(tenant=tenant).aggregate(
-        workflows=Count("pk"),
-        with_summary=Count("pk", filter=Q(active_summary__isnull=False)),
-        max_tail_events=Max("tail_events"),
-        tail_token_sum=Sum("tail_tokens"),
-        oldest_activation=Min("activated_at", filter=Q(active_summary__isnull=False)),
-        over_budget=Count("pk", filter=over_budget_q(budget)),
-    )
+    workflows = workflows or workflow_state(tenant, budget, now)
     return OverviewNumbers(
-        state=state,
+        state=workflows.state,
         review=inbox_counts(tenant.pk),
         since=series.starts[0],
-        by_source=source_rows(tenant, series.per_source),
+        by_source=source_rows(workflows.per_source, series.per_source),
         counts={key: sum(counts) for key, counts in series.counts.items()},
         acceptance=series.acceptance_total,
         budget=budget,
     )
 
 
-def source_rows(tenant: Tenant, per_source: dict[str, dict[str, int]]) -> list[SourceRow]:
-    """Per workflow source: workflows, and the window's compactions (observed ones apart, and of
-    those the ones that needed repair). Sources with neither are left out.
+def source_rows(workflows: dict[str, int], per_source: dict[str, dict[str, int]]) -> list[SourceRow]:
+    """Per workflow source: workflows (``WorkflowState.per_source``), and the window's
+    compactions (observed ones apart, and of those the ones that needed repair). Sources with
+    neither are left out.
 
     Observed compactions (performed by a framework or provider) are jobs keyed ``observed/…``
     (``memoryhub.memory.observed``); the rest ran in MemoryHub.
     """
-    workflows = dict(
-        Workflow.objects.filter(tenant=tenant)
-        .values("source")
-        .annotate(n=Count("pk"))
-        .order_by()
-        .values_list("source", "n")
-    )
     rows = []
     for value, label in WorkflowSource.choices:
         job = per_source.get(value, {})
@@ -473,10 +506,14 @@ class OverviewCharts:
 
 
 def overview_charts(
-    tenant: Tenant, window: Window, now: datetime, series: OverviewSeries | None = None
+    tenant: Tenant,
+    window: Window,
+    now: datetime,
+    series: OverviewSeries | None = None,
+    workflows: WorkflowState | None = None,
 ) -> OverviewCharts:
     series = series or overview_series(tenant, window, now)
-    now_values = metrics.workflow_gauges(tenant, metrics.WORKFLOW_GAUGES, now)  # all of them: one query
+    now_values = (workflows or workflow_state(tenant, tenant_safe_budget(tenant), now)).gauges
     gauges = {
         name: gauge_series(
             tenant, name, window, now, current=value, scale=1 / 3600 if name.endswith("_seconds") else 1.0

@@ -9,10 +9,11 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
+from django.db import models
 
 from memoryhub.accounts.tenancy import create_tenant
-from memoryhub.memory import lifecycle
-from memoryhub.models import Tenant, Workflow
+from memoryhub.memory import acceptance, lifecycle
+from memoryhub.models import CompactionJob, Tenant, Workflow
 from memoryhub.observe import metrics
 from memoryhub.observe.metrics import compute
 from tests import factories as f
@@ -81,12 +82,16 @@ KINDS: dict[str, Callable[[Workflow], None]] = {
 
 
 def both(tenant: Tenant) -> tuple[float | None, float | None]:
+    """The overview's count and the metric; both must also be the definition itself, asked of
+    every finished job in the window (acceptance.accepted_q, not the kept column)."""
     with frozen(T0):
         succeeded = metrics.COMPACTIONS.between(tenant, SINCE, UNTIL).count()
-        return (
-            metrics.acceptance_given_succeeded(tenant, SINCE, UNTIL, succeeded),
-            compute(tenant, "acceptance_rate", since=SINCE, until=UNTIL),
-        )
+        fast = metrics.acceptance_given_succeeded(tenant, SINCE, UNTIL, succeeded)
+        metric = compute(tenant, "acceptance_rate", since=SINCE, until=UNTIL)
+    finished = metrics.ACCEPTANCE.rows.between(tenant, SINCE, UNTIL)
+    assert metric == metrics.ratio(finished.filter(acceptance.accepted_q()).count(), finished.count())
+    assert not acceptance.stale(CompactionJob.objects.all()).exists()
+    return fast, metric
 
 
 def build(tenant: Tenant, kinds: list[str]) -> None:
@@ -119,3 +124,32 @@ def test_every_kind_together_and_another_tenants_jobs_beside_them(tenant):
     # quarantined, failed-without-summary, succeeded-without-summary, observed-lost not
     assert metric == pytest.approx(3 / 8)
     assert both(other)[0] == both(other)[1]
+
+
+def test_a_job_whose_kept_column_went_wrong_is_found_and_set_right(tenant):
+    """The guard tests/conftest.py runs after every test can fail: a job marked the wrong way is
+    found, and a refresh sets it right (both ways)."""
+    wf = build_workflow(tenant, "kept-column", n=20)
+    with frozen(IN_WINDOW):
+        accepted(wf)
+        rejected(wf)
+    jobs = CompactionJob.objects.filter(workflow=wf)
+    assert not acceptance.stale(jobs).exists()
+    assert sorted(jobs.values_list("accepted", flat=True)) == [False, True]
+    jobs.update(accepted=models.Case(models.When(accepted=True, then=False), default=True))
+    assert acceptance.stale(jobs).count() == 2
+    assert acceptance.refresh(jobs) == 2
+    assert not acceptance.stale(jobs).exists()
+
+
+def test_a_quarantine_and_a_release_move_the_jobs_of_the_summary(tenant):
+    wf = build_workflow(tenant, "moves", n=20)
+    with frozen(IN_WINDOW):
+        quarantined_after_acceptance(wf)
+    job = CompactionJob.objects.get(workflow=wf)
+    assert job.accepted is False  # quarantined: not accepted any more
+    summary = job.summary
+    lifecycle.release(summary, REVIEWER, "the 401 test is in the tail after all")
+    job.refresh_from_db()
+    summary.refresh_from_db()
+    assert job.accepted is (summary.status in acceptance.ACCEPTED_STATUSES)

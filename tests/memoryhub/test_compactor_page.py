@@ -7,8 +7,8 @@ import re
 
 import pytest
 
+from memoryhub.memory import acceptance
 from memoryhub.models import CompactionJob, Summary, ValidationRecord
-from memoryhub.observe import metrics
 from tests.factories import COMPACTOR, build_workflow, imported_job, rejected, validated
 
 pytestmark = pytest.mark.django_db
@@ -57,7 +57,7 @@ def test_the_counts_on_the_compactor_page_equal_the_rows(alice, tenant, produced
     records = ValidationRecord.objects.filter(summary__compactor_name="c1")
     c = counts(html)
     assert c["jobs-finished"] == jobs.count() == 3
-    assert c["jobs-accepted"] == jobs.filter(summary__status__in=metrics.ACCEPTED_STATUSES).count() == 1
+    assert c["jobs-accepted"] == jobs.filter(summary__status__in=acceptance.ACCEPTED_STATUSES).count() == 1
     assert (
         c["validations"] == records.count()
         and c["validation-failures"] == records.filter(passed=False).count()

@@ -11,7 +11,7 @@ import time_machine
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from memoryhub.models import CompactionJob, MetricSample, Workflow, WorkflowSource
+from memoryhub.models import CompactionJob, MetricHour, MetricSample, Workflow, WorkflowSource
 from memoryhub.observe import metrics, reports
 from tests.memoryhub.test_pages import build_story
 
@@ -25,12 +25,29 @@ SOURCES = (WorkflowSource.LANGGRAPH, WorkflowSource.LANGCHAIN, WorkflowSource.CL
 
 def live_only(tenant, window, now):
     """The same series with every rollup removed (all counted from the rows), then restored."""
-    saved = list(MetricSample.objects.filter(tenant=tenant))
+    saved = list(MetricSample.objects.filter(tenant=tenant)), list(MetricHour.objects.filter(tenant=tenant))
     MetricSample.objects.filter(tenant=tenant).delete()
+    MetricHour.objects.filter(tenant=tenant).delete()
     try:
         return reports.overview_series(tenant, window, now)
     finally:
-        MetricSample.objects.bulk_create(saved)
+        MetricSample.objects.bulk_create(saved[0])
+        MetricHour.objects.bulk_create(saved[1])
+
+
+def beat_was_down(tenant, since, until):
+    """The rollups of [since, until) were never written: neither the samples nor their part of
+    the hours' sums."""
+    MetricSample.objects.filter(tenant=tenant, bucket_start__gte=since, bucket_start__lt=until).delete()
+    first_hour = since.replace(minute=0, second=0, microsecond=0)
+    MetricHour.objects.filter(tenant=tenant, hour_start__gte=first_hour, hour_start__lt=until).delete()
+    metrics.add_up_hours(
+        tenant,
+        [
+            first_hour + timedelta(minutes=5 * i)
+            for i in range(int((until - first_hour).total_seconds() // 300) + 1)
+        ],
+    )
 
 
 def rolled_up_since(tenant, now, backfill):
@@ -63,9 +80,7 @@ def test_rollups_and_live_counts_agree_with_counting_every_row(busy_tenant, wind
     written = metrics.rollup(tenant, now=now, backfill=timedelta(hours=6), gauges=False)
     assert written > 0
     outage = now - timedelta(hours=4)
-    MetricSample.objects.filter(
-        tenant=tenant, bucket_start__gte=outage, bucket_start__lt=outage + timedelta(minutes=45)
-    ).delete()
+    beat_was_down(tenant, outage, outage + timedelta(minutes=45))
     expected = live_only(tenant, window, now)
     assert MetricSample.objects.filter(tenant=tenant).exists()  # the hybrid really reads rollups
     got = reports.overview_series(tenant, window, now)

@@ -195,7 +195,7 @@ def test_the_metric_counts_compactions_that_needed_repair_per_source_and_each_so
     from memoryhub.observe.alerting.deliver import flip_message
     from memoryhub.observe.alerting.evaluate import evaluate_rule
     from memoryhub.observe.alerting.prometheus import render
-    from memoryhub.observe.reports import WINDOWS, overview_series, source_rows
+    from memoryhub.observe.reports import WINDOWS, overview_series, source_rows, workflow_state
 
     lc = _wf(tenant)
     cc = _wf(tenant, "rep-cc", source=WorkflowSource.CLAUDE_CODE)
@@ -206,7 +206,8 @@ def test_the_metric_counts_compactions_that_needed_repair_per_source_and_each_so
     assert metrics.compute(tenant, "compactions_needing_repair", since=since) == 2
     assert metrics.needing_repair_by_source(tenant) == {"langchain": 1, "claude-code": 1}
     series = overview_series(tenant, WINDOWS["1h"], timezone.now())
-    rows = {r.source: r for r in source_rows(tenant, series.per_source)}
+    per_source = workflow_state(tenant, 0, timezone.now()).per_source
+    rows = {r.source: r for r in source_rows(per_source, series.per_source)}
     assert rows["langchain"].needed_repair == 1 and rows["langchain"].observed == 2
     text = render([tenant])
     assert 'memoryhub_compactions_needing_repair{tenant="acme"} 2' in text

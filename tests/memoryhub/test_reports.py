@@ -203,7 +203,8 @@ def test_each_signal_counts_what_its_metric_computes(two_stories, key):
 def test_compactions_by_source_agree_with_the_compactions_metric(two_stories):
     now = timezone.now()
     window = WINDOWS["24h"]
-    rows = reports.source_rows(two_stories, reports.overview_series(two_stories, window, now).per_source)
+    workflows = reports.workflow_state(two_stories, 0, now).per_source
+    rows = reports.source_rows(workflows, reports.overview_series(two_stories, window, now).per_source)
     assert sum(r.compactions for r in rows) == metrics.compute(
         two_stories, "compactions", since=window.since(now)
     )

@@ -32,6 +32,7 @@ from memoryhub.observe.reports import (
     overview_numbers,
     overview_series,
     window_for,
+    workflow_state,
 )
 from memoryhub.web.api.fields import SafeDateTimeField
 from memoryhub.web.views.base import page_tenant, page_workflow
@@ -58,10 +59,12 @@ def overview(request: HttpRequest) -> HttpResponse:
     ctx = _overview_context(request)
     tenant, window, now = ctx["tenant"], ctx["window"], ctx["now"]
     budget = tenant_safe_budget(tenant)
-    series = overview_series(tenant, window, now)
-    ctx.update(vars(overview_numbers(tenant, window, now, budget, series)))
+    series, workflows = overview_series(tenant, window, now), workflow_state(tenant, budget, now)
+    ctx.update(vars(overview_numbers(tenant, window, now, budget, series, workflows)))
     ctx["inbox_total"] = ctx["review"]["total"]  # the nav's badge: counted once per page
-    ctx["charts"] = overview_figures(overview_charts(tenant, window, now, series), window, now, budget)
+    ctx["charts"] = overview_figures(
+        overview_charts(tenant, window, now, series, workflows), window, now, budget
+    )
     ctx["firing"] = firing(tenant, now)
     ctx["needs_plotly"] = True
     return render(request, "memoryhub/overview.html", ctx)
