@@ -97,15 +97,17 @@ def pages(
         ("workflow_list", "/workflows/", "/workflows/"),
         ("workflow_detail", f"/workflows/{big_wf.external_id}/", f"/workflows/{empty_wf.external_id}/"),
     ):
-        measured = {}
         variants = [("big", big_tenant, big_url), ("empty", empty_tenant, empty_url)]
         if name == "workflow_detail":
             variants.append(("small", big_tenant, f"/workflows/{small_wf.external_id}/"))
-        for label, tenant, url in variants:
-            session["memoryhub_tenant_id"] = tenant.pk
-            session.save()
-            times, queries = [], 0
-            for i in range(rounds + 2):
+        # Interleaved, round by round: a busy second on this machine slows both sides alike
+        # instead of the one being measured then.
+        times: dict[str, list[float]] = {label: [] for label, _t, _u in variants}
+        queries: dict[str, int] = {}
+        for i in range(rounds + 2):
+            for label, tenant, url in variants:
+                session["memoryhub_tenant_id"] = tenant.pk
+                session.save()
                 with CaptureQueriesContext(connection) as ctx:
                     started = time.perf_counter()
                     r = client.get(url)
@@ -113,9 +115,9 @@ def pages(
                 if r.status_code != 200:
                     raise RuntimeError(f"{name} {label}: {r.status_code}")
                 if i >= 2:
-                    times.append(elapsed)
-                queries = len(ctx.captured_queries)
-            measured[label] = {"p50_ms": _p50(times), "queries": queries}
+                    times[label].append(elapsed)
+                queries[label] = len(ctx.captured_queries)
+        measured = {label: {"p50_ms": _p50(times[label]), "queries": queries[label]} for label in times}
         ratio = round(measured["big"]["p50_ms"] / measured["empty"]["p50_ms"], 2)
         baseline = measured.get("small", measured["empty"])
         results[name] = {
@@ -127,12 +129,15 @@ def pages(
         log(
             f"  {name:<16} big {measured['big']['p50_ms']:>8.2f} ms ({measured['big']['queries']} q)   "
             f"empty {measured['empty']['p50_ms']:>8.2f} ms ({measured['empty']['queries']} q)   ratio {ratio}"
+            f" (target ≤ {PAGE_RATIO_MAX[name]})"
             + (f"   1k-event workflow {small['p50_ms']:.2f} ms ({small['queries']} q)" if small else "")
         )
     return results
 
 
-PAGE_RATIO_MAX = 3.0  # the pages' target in this benchmark (issue #31 asks 1.5 of the overview)
+# Each page's target, big tenant ÷ empty one: the overview is what a team opens first (issue
+# #31 asks 1.5×); the lists and the workflow page have more to show for more data.
+PAGE_RATIO_MAX = {"overview": 1.5, "workflow_list": 3.0, "workflow_detail": 3.0}
 
 
 def pages_again(rounds: int = 60, log: Log = print) -> dict[str, Any]:
@@ -204,7 +209,7 @@ def run(
         if isinstance(v, dict) and k not in bounded and v["ratio"] > targets["hot_path_ratio_max"]
     ]
     misses += [k for k in bounded if hot[k]["p50_ms_1M"] > 2 * budget_ms]  # budget + the request around it
-    misses += [k for k, v in page_results.items() if v["ratio"] > targets["page_ratio_max"]]
+    misses += [k for k, v in page_results.items() if v["ratio"] > PAGE_RATIO_MAX[k]]
     misses += [f"{k} queries" for k, v in page_results.items() if not v["queries_constant"]]
     return {
         "dataset": counts,

@@ -85,6 +85,13 @@ class Workflow(models.Model):
                 condition=Q(active_summary__isnull=False, activated_at__isnull=False),
                 name="memoryhub_wf_oldest_active",
             ),
+            # Overview: the largest tails. An append writes this index too, once per batch (its
+            # workflow row update already writes memoryhub_wf_tenant_recent).
+            models.Index(
+                fields=["tenant", "-tail_tokens", "-id"],
+                condition=Q(tail_events__gt=0),
+                name="memoryhub_wf_largest_tails",
+            ),
         ]
 
     def __str__(self) -> str:

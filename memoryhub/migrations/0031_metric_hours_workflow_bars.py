@@ -50,6 +50,10 @@ class Migration(migrations.Migration):
             model_name='workflow',
             index=models.Index(condition=models.Q(('activated_at__isnull', False), ('active_summary__isnull', False)), fields=['tenant', 'activated_at', 'id'], name='memoryhub_wf_oldest_active'),
         ),
+        migrations.AddIndex(
+            model_name='workflow',
+            index=models.Index(condition=models.Q(('tail_events__gt', 0)), fields=['tenant', '-tail_tokens', '-id'], name='memoryhub_wf_largest_tails'),
+        ),
         migrations.AddField(
             model_name='metrichour',
             name='tenant',
